@@ -1,0 +1,67 @@
+/* The core API: load the keyfile, ask for permits, give them back. */
+#ifndef SLUICE_ACQUIRE_H
+#define SLUICE_ACQUIRE_H
+
+#include <glib.h>
+#include <sluice/export.h>
+
+G_BEGIN_DECLS
+
+/* Return codes of sluice_acquire and sluice_acquire_wait. */
+#define SLUICE_ALLOWED 1
+#define SLUICE_DENIED 0
+#define SLUICE_ERROR (-1)
+
+typedef struct {
+    gboolean allowed;
+    gint64 limit;          /* capacity: most permits that can pass at once      */
+    gint64 remaining;      /* permits that could still pass now                 */
+    gint64 retry_after_ms; /* -1 when allowed, and when `permits` can never pass */
+    gint64 reset_after_ms; /* until the limiter is back to full capacity        */
+} sluice_decision;
+
+/* Loads the keyfile at config_path (NULL: $SLUICE_CONFIG when set, else the
+ * defaults: memory backend, no rules) and binds every decorated function to its
+ * rule. Logs (domain "sluice") each decorated name that has no rule. Returns FALSE
+ * with *error set (SLUICE_ERROR_CONFIG: "FILE: [GROUP] KEY = VALUE: what is
+ * expected") when the file cannot be read or a value is wrong; then nothing
+ * changes. Calling it again while initialized is the same as sluice_reload with a
+ * new path. */
+SLUICE_API gboolean sluice_init(const char *config_path, GError **error);
+
+/* Rereads the keyfile sluice_init loaded and swaps the new rules in atomically
+ * while other threads keep deciding. A rule whose algorithm and parameters did not
+ * change keeps its state. A file that fails validation changes nothing. */
+SLUICE_API gboolean sluice_reload(GError **error);
+
+/* Frees every rule and all limiter state. No thread may be inside a sluice call.
+ * Decorated functions called afterwards run their bodies (no rules). */
+SLUICE_API void sluice_shutdown(void);
+
+/* One decision for `permits` permits of the limit `name`, for the caller `key`
+ * (NULL: none; ignored when the rule says per_key = false). permits = 0 is a
+ * peek: nothing is consumed and out->allowed says whether one permit would pass.
+ * A name with no rule is not limited: SLUICE_ALLOWED with limit and remaining
+ * G_MAXINT64. The rule's `wait` applies. In shadow mode the decision is made and
+ * counted but SLUICE_ALLOWED is returned. Returns SLUICE_ALLOWED, SLUICE_DENIED,
+ * or SLUICE_ERROR when the arguments are bad (SLUICE_ERROR_INVALID_ARGUMENT,
+ * out->allowed FALSE) or the backend failed (*error says why, out->allowed
+ * carries the on_error policy's verdict). out may be NULL. */
+SLUICE_API int sluice_acquire(const char *name, const char *key, gint64 permits,
+                              sluice_decision *out, GError **error);
+
+/* As sluice_acquire, but waits up to timeout_ms (instead of the rule's `wait`)
+ * for the permits: it sleeps exactly until they are due and never polls. A
+ * token_bucket waiter reserves its tokens when it starts waiting, so no later
+ * caller takes them. Returns at once when the permits can never pass or are not
+ * due within timeout_ms. */
+SLUICE_API int sluice_acquire_wait(const char *name, const char *key, gint64 permits,
+                                   gint64 timeout_ms, sluice_decision *out, GError **error);
+
+/* Gives back permits of a concurrency limit (other algorithms ignore it; so does
+ * a name with no rule). The macros do this when the decorated body returns. */
+SLUICE_API void sluice_release(const char *name, const char *key, gint64 permits);
+
+G_END_DECLS
+
+#endif

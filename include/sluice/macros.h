@@ -1,0 +1,168 @@
+/* The decorators: RATE_LIMITED guards, RATE_LIMITED_FUNCTION definitions. */
+#ifndef SLUICE_MACROS_H
+#define SLUICE_MACROS_H
+
+/* Keeps -Wpedantic quiet about __VA_OPT__ in the definitions below. */
+#pragma GCC system_header
+
+#include <glib.h>
+#include <sluice/acquire.h>
+#include <sluice/descriptor.h>
+#include <sluice/export.h>
+
+G_BEGIN_DECLS
+
+/* ---- the two forms ------------------------------------------------------------
+ *
+ * 1. Guard: the first statement of a function; `fallback` is a statement that
+ *    runs instead of the rest of the function when the limit says no.
+ *
+ *        int export_report(struct request *req)
+ *        {
+ *            RATE_LIMITED("report.export", return export_busy(req));
+ *            ...
+ *        }
+ *        RATE_LIMITED_KEY("login", req->user, return too_many(req));
+ *
+ *    The key (a NUL-terminated UTF-8 string) must stay valid until the function
+ *    returns. A guard's descriptor registers itself at its first call.
+ *
+ * 2. Definition: the macro writes the function and ends with the prototype of
+ *    its body, which follows in braces.
+ *
+ *        static int export_busy(struct request *req, int flags);
+ *        RATE_LIMITED_FUNCTION(int, export_report, (struct request *req, int flags),
+ *                              (req, flags), "report.export", export_busy, NULL)
+ *        {
+ *            ... the body ...
+ *        }
+ *
+ *    `params` is the parenthesised parameter list, `args` the same names as a
+ *    call's argument list. A function with no parameters: params (void), args ().
+ *    A function returning void: RATE_LIMITED_VOID_FUNCTION(fn, params, args, name,
+ *    degrade, error). `ret` is a plain type: to make the function static, declare it
+ *    static (`static int f(int);`) before the macro. The descriptor is linked into the registry by a constructor
+ *    before main, without allocating. SLUICE_BODY(fn) names the undecorated body.
+ *
+ *    `degrade` has the function's own signature and answers when the limit says no.
+ *    `error` is NULL (written literally): when the limiter itself fails, the
+ *    keyfile's on_error decides between the body and `degrade`. Otherwise it is a
+ *    function called instead of both when the limiter fails, of the signature
+ *
+ *        ret error(const GError *error, const sluice_decision *verdict, params...)
+ *
+ *    where `error` says what failed (domain SLUICE_ERROR_DOMAIN) and
+ *    verdict->allowed is the on_error policy's verdict; it may call
+ *    SLUICE_BODY(fn)(args) to run the body anyway.
+ *
+ * Concurrency permits taken by either form are given back when the function
+ * returns (GCC/Clang cleanup attribute). Errors of the body are the body's own.
+ */
+
+#define RATE_LIMITED(name, fallback) SLUICE__GUARD(name, NULL, fallback, __LINE__)
+#define RATE_LIMITED_KEY(name, key, fallback) SLUICE__GUARD(name, key, fallback, __LINE__)
+
+#define RATE_LIMITED_FUNCTION(ret, fn, params, args, name, degrade, error)                         \
+    SLUICE__DEFINE_HEAD(ret, fn, params, name)                                                     \
+    ret fn params                                                                                  \
+    {                                                                                              \
+        SLUICE__LEASE(sluice__lease);                                                              \
+        SLUICE__CAT(SLUICE__DISPATCH_, SLUICE__IS_NULL(SLUICE__IS_NULL_##error))                   \
+        (return, fn, args, degrade, error)                                                         \
+    }                                                                                              \
+    static ret SLUICE_BODY(fn) params
+
+#define RATE_LIMITED_VOID_FUNCTION(fn, params, args, name, degrade, error)                         \
+    SLUICE__DEFINE_HEAD(void, fn, params, name)                                                    \
+    void fn params                                                                                 \
+    {                                                                                              \
+        SLUICE__LEASE(sluice__lease);                                                              \
+        SLUICE__CAT(SLUICE__DISPATCH_, SLUICE__IS_NULL(SLUICE__IS_NULL_##error))                   \
+        (SLUICE__VOID_RETURN, fn, args, degrade, error)                                            \
+    }                                                                                              \
+    static void SLUICE_BODY(fn) params
+
+/* The undecorated body of a RATE_LIMITED_FUNCTION (static, same translation unit). */
+#define SLUICE_BODY(fn) fn##__sluice_body
+
+/* ---- what the macros call: not for direct use ---------------------------------- */
+
+typedef struct {
+    gpointer priv_limiter;
+    const char *priv_key;
+    gint64 priv_permits;
+} sluice_lease;
+
+enum { SLUICE__DEGRADE = 0, SLUICE__RUN = 1, SLUICE__FAILED = -1 };
+
+/* Decides one call of a decorated function. With error NULL the on_error policy
+ * turns a failure into RUN or DEGRADE; otherwise FAILED sets *error and *verdict. */
+SLUICE_API int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *lease,
+                             sluice_decision *verdict, GError **error);
+/* Gives back what the lease holds (concurrency permits); cleanup of SLUICE__LEASE. */
+SLUICE_API void sluice__leave(sluice_lease *lease);
+/* Links a definition-form descriptor into the registry (constructor, no allocation). */
+SLUICE_API void sluice__register(sluice_descriptor *descriptor);
+
+#define SLUICE__DESCRIPTOR(name, function) {(name), __FILE__, __LINE__, (function), NULL, NULL, 0}
+#define SLUICE__LEASE(var) __attribute__((cleanup(sluice__leave))) sluice_lease var = {NULL, NULL, 0}
+#define SLUICE__CAT(a, b) SLUICE__CAT_I(a, b)
+#define SLUICE__CAT_I(a, b) a##b
+#define SLUICE__STRIP(...) __VA_ARGS__
+#define SLUICE__SECOND(...) SLUICE__SECOND_I(__VA_ARGS__, ~)
+#define SLUICE__SECOND_I(a, b, ...) b
+/* 1 when the (pasted) error argument was the literal NULL, else 0. */
+#define SLUICE__IS_NULL_NULL ~, 1
+#define SLUICE__IS_NULL(pasted) SLUICE__SECOND(pasted, 0)
+#define SLUICE__VOID_RETURN(expr)                                                                  \
+    do {                                                                                           \
+        expr;                                                                                      \
+        return;                                                                                    \
+    } while (0)
+
+#define SLUICE__GUARD(name, key, fallback, line)                                                   \
+    static sluice_descriptor SLUICE__CAT(sluice__descriptor_, line) =                              \
+        SLUICE__DESCRIPTOR(name, __func__);                                                        \
+    SLUICE__LEASE(SLUICE__CAT(sluice__lease_, line));                                              \
+    if (sluice__enter(&SLUICE__CAT(sluice__descriptor_, line), (key),                              \
+                      &SLUICE__CAT(sluice__lease_, line), NULL, NULL) != SLUICE__RUN) {            \
+        fallback;                                                                                  \
+    }                                                                                              \
+    else                                                                                           \
+        (void)0
+
+#define SLUICE__DEFINE_HEAD(ret, fn, params, name)                                                 \
+    ret fn params;                                                                                 \
+    static ret SLUICE_BODY(fn) params;                                                             \
+    static sluice_descriptor fn##__sluice_descriptor = SLUICE__DESCRIPTOR(name, #fn);              \
+    __attribute__((constructor)) static void fn##__sluice_register(void)                          \
+    {                                                                                              \
+        sluice__register(&fn##__sluice_descriptor);                                                \
+    }
+
+/* error == NULL: the policy picks body or degrade. */
+#define SLUICE__DISPATCH_1(RETURN, fn, args, degrade, error)                                       \
+    if (sluice__enter(&fn##__sluice_descriptor, NULL, &sluice__lease, NULL, NULL) == SLUICE__RUN)  \
+        RETURN(SLUICE_BODY(fn) args);                                                              \
+    RETURN(degrade args);
+
+/* an error callback: it answers whenever the limiter fails. */
+#define SLUICE__DISPATCH_0(RETURN, fn, args, degrade, error)                                       \
+    g_autoptr(GError) sluice__error = NULL;                                                        \
+    sluice_decision sluice__verdict;                                                               \
+    switch (sluice__enter(&fn##__sluice_descriptor, NULL, &sluice__lease, &sluice__verdict,        \
+                          &sluice__error)) {                                                       \
+    case SLUICE__RUN:                                                                              \
+        RETURN(SLUICE_BODY(fn) args);                                                              \
+    case SLUICE__DEGRADE:                                                                          \
+        RETURN(degrade args);                                                                      \
+    default:                                                                                       \
+        RETURN(SLUICE__CALL_ERROR(error, SLUICE__STRIP args));                                     \
+    }
+
+#define SLUICE__CALL_ERROR(error, ...)                                                             \
+    error(sluice__error, &sluice__verdict __VA_OPT__(, ) __VA_ARGS__)
+
+G_END_DECLS
+
+#endif

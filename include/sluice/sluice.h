@@ -1,0 +1,16 @@
+/* sluice: rate-limit C functions in-process or across a cluster that shares Redis.
+ * The one header applications include. */
+#ifndef SLUICE_SLUICE_H
+#define SLUICE_SLUICE_H
+
+#include <sluice/export.h>
+#include <sluice/error.h>
+#include <sluice/acquire.h>
+#include <sluice/descriptor.h>
+#include <sluice/macros.h>
+
+#define SLUICE_VERSION_MAJOR 0
+#define SLUICE_VERSION_MINOR 1
+#define SLUICE_VERSION_MICRO 0
+
+#endif

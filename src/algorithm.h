@@ -1,0 +1,55 @@
+/* The six algorithms on one key's state: pure arithmetic on a time the caller gives.
+ * lua/ holds the same definitions for Redis; both must answer alike. */
+#ifndef SLUICE_ALGORITHM_H
+#define SLUICE_ALGORITHM_H
+
+#include <glib.h>
+
+#include "rule.h"
+
+/* A run of permits that share one time: sliding_log admissions, concurrency leases. */
+typedef struct {
+    gint64 t;
+    gint64 n;
+} sluice__run;
+
+/* Runs oldest first, in a ring that grows by doubling and never shrinks. */
+typedef struct {
+    sluice__run *runs;
+    guint head, len, cap;
+    gint64 total; /* the sum of n */
+} sluice__runs;
+
+/* One key's state. A zeroed state is a fresh one. */
+typedef struct {
+    gboolean started; /* FALSE: nothing stored yet                                   */
+    gint64 a, b, c;   /* fixed_window: start, count; sliding_window: start, current,
+                       * previous; token_bucket: tokens, last refill; gcra: tat       */
+    sluice__runs log; /* sliding_log: admissions; concurrency: lease expiries         */
+    gint64 idle_at;   /* from this time on the state is back to full capacity        */
+} sluice__state;
+
+/* The answer of one decision, in microseconds. */
+typedef struct {
+    gboolean allowed;
+    gint64 limit;          /* capacity                                        */
+    gint64 remaining;      /* permits that could still pass now               */
+    gint64 retry_after_us; /* -1 when allowed or never                        */
+    gint64 reset_after_us; /* until back to full capacity                     */
+    gint64 wait_us;        /* > 0: admitted on reservation, due after this    */
+} sluice__verdict;
+
+/* Decides `permits` permits (0: a peek at one) at time now_us and updates the
+ * state when they are admitted. reserve_us > 0 lets a token_bucket caller that
+ * would be denied reserve its tokens when they are due within reserve_us. */
+void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_us,
+                    gint64 permits, gint64 reserve_us, sluice__verdict *verdict);
+
+/* Gives back `permits` concurrency permits, oldest lease first. */
+void sluice__give_back(const sluice__rule *rule, sluice__state *state, gint64 now_us,
+                       gint64 permits);
+
+/* Frees what the state holds (not the state itself) and makes it fresh. */
+void sluice__state_clear(sluice__state *state);
+
+#endif

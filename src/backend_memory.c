@@ -1,0 +1,147 @@
+/* The memory backend: every algorithm in-process, state per limiter and key.
+ *
+ * Each limiter has a store under one mutex: a state for calls without a key and a
+ * hash table of per-key states. A key's state is created only when it admits
+ * something, and states that are back to full capacity are swept out once the
+ * table has doubled since the last sweep, so memory follows the keys that are
+ * active, not every key ever seen. When a reload changes how state is kept
+ * (algorithm, limit, window, burst, per_key), the store starts afresh. */
+#include "backend_memory.h"
+
+#include <string.h>
+
+#include "clock.h"
+
+#define SWEEP_MIN 1024
+
+struct sluice__memory_store {
+    GMutex lock;
+    gboolean shaped;    /* `shape` is set                              */
+    sluice__rule shape; /* the rule the states below were kept under   */
+    sluice__state keyless;
+    GHashTable *keyed; /* char * -> sluice__state *                    */
+    guint sweep_at;    /* sweep when the table reaches this size        */
+};
+
+static void state_free(gpointer p)
+{
+    sluice__state_clear(p);
+    g_free(p);
+}
+
+sluice__memory_store *sluice__memory_store_new(void)
+{
+    sluice__memory_store *store = g_new0(sluice__memory_store, 1);
+    g_mutex_init(&store->lock);
+    store->keyed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, state_free);
+    store->sweep_at = SWEEP_MIN;
+    return store;
+}
+
+void sluice__memory_store_free(sluice__memory_store *store)
+{
+    if (!store)
+        return;
+    g_hash_table_unref(store->keyed);
+    sluice__state_clear(&store->keyless);
+    g_mutex_clear(&store->lock);
+    g_free(store);
+}
+
+gsize sluice__memory_store_keys(sluice__memory_store *store)
+{
+    g_mutex_lock(&store->lock);
+    gsize n = g_hash_table_size(store->keyed);
+    g_mutex_unlock(&store->lock);
+    return n;
+}
+
+/* With the lock held: forgets every state when the rule keeps state differently. */
+static void reshape(sluice__memory_store *store, const sluice__rule *rule)
+{
+    if (store->shaped && sluice__rule_same_state(&store->shape, rule))
+        return;
+    g_hash_table_remove_all(store->keyed);
+    sluice__state_clear(&store->keyless);
+    store->shape = *rule;
+    store->shaped = TRUE;
+    store->sweep_at = SWEEP_MIN;
+}
+
+static gboolean is_idle(gpointer key, gpointer value, gpointer now)
+{
+    (void)key;
+    return ((sluice__state *)value)->idle_at <= *(gint64 *)now;
+}
+
+static void sweep(sluice__memory_store *store, gint64 now)
+{
+    g_hash_table_foreach_remove(store->keyed, is_idle, &now);
+    store->sweep_at = MAX(SWEEP_MIN, 2 * g_hash_table_size(store->keyed));
+}
+
+static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter,
+                              const sluice__rule *rule, const char *key, gint64 permits,
+                              gint64 reserve_us, sluice__verdict *verdict, GError **error)
+{
+    sluice__memory_store *store = limiter->memory;
+    (void)backend;
+    (void)error;
+
+    g_mutex_lock(&store->lock);
+    gint64 now = sluice__clock_now(); /* under the lock: times stay in order */
+    reshape(store, rule);
+    if (!key) {
+        sluice__decide(rule, &store->keyless, now, permits, reserve_us, verdict);
+    } else {
+        sluice__state *state = g_hash_table_lookup(store->keyed, key);
+        if (state) {
+            sluice__decide(rule, state, now, permits, reserve_us, verdict);
+        } else {
+            sluice__state fresh = {0};
+            sluice__decide(rule, &fresh, now, permits, reserve_us, verdict);
+            if (fresh.started) { /* only an admission stores anything */
+                if (g_hash_table_size(store->keyed) >= store->sweep_at)
+                    sweep(store, now);
+                g_hash_table_insert(store->keyed, g_strdup(key),
+                                    g_memdup2(&fresh, sizeof fresh));
+            }
+        }
+    }
+    g_mutex_unlock(&store->lock);
+    return TRUE;
+}
+
+static void memory_give_back(sluice__backend *backend, sluice__limiter *limiter,
+                             const sluice__rule *rule, const char *key, gint64 permits)
+{
+    sluice__memory_store *store = limiter->memory;
+    (void)backend;
+
+    g_mutex_lock(&store->lock);
+    if (store->shaped && sluice__rule_same_state(&store->shape, rule)) {
+        sluice__state *state = key ? g_hash_table_lookup(store->keyed, key) : &store->keyless;
+        if (state)
+            sluice__give_back(rule, state, sluice__clock_now(), permits);
+    }
+    g_mutex_unlock(&store->lock);
+}
+
+static void memory_free(sluice__backend *backend)
+{
+    g_free(backend);
+}
+
+static const sluice__backend_funcs memory_funcs = {
+    .name = "memory",
+    .decide = memory_decide,
+    .give_back = memory_give_back,
+    .free = memory_free,
+};
+
+sluice__backend *sluice__backend_memory_new(void)
+{
+    sluice__backend *backend = g_new0(sluice__backend, 1);
+    backend->funcs = &memory_funcs;
+    return backend;
+}

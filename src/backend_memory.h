@@ -1,0 +1,15 @@
+/* The memory backend: every algorithm in-process, state per limiter and key. */
+#ifndef SLUICE_BACKEND_MEMORY_H
+#define SLUICE_BACKEND_MEMORY_H
+
+#include "backend.h"
+
+sluice__backend *sluice__backend_memory_new(void);
+
+/* A limiter's store: created with the limiter, freed with it. */
+sluice__memory_store *sluice__memory_store_new(void);
+void sluice__memory_store_free(sluice__memory_store *store);
+/* How many per-key states the store holds (for tests of eviction). */
+gsize sluice__memory_store_keys(sluice__memory_store *store);
+
+#endif

@@ -1,0 +1,51 @@
+/* The clock of the memory backend and of waiting callers: monotonic, injectable. */
+#include "clock.h"
+
+#include <sluice/testing.h>
+
+typedef struct {
+    sluice_clock_now_func now;
+    sluice_clock_sleep_func sleep;
+    gpointer user_data;
+} clock_hook;
+
+/* NULL: the real clock. Hooks are set rarely and kept until exit, so a reader
+ * that loaded one can use it without a lock. */
+static clock_hook *hook;
+static GSList *retired; /* hooks replaced since: still reachable, freed never (test-only) */
+static GMutex retired_lock;
+
+gint64 sluice__clock_now(void)
+{
+    clock_hook *h = g_atomic_pointer_get(&hook);
+    return G_LIKELY(h == NULL) ? g_get_monotonic_time() : h->now(h->user_data);
+}
+
+gboolean sluice__clock_injected(void)
+{
+    return g_atomic_pointer_get(&hook) != NULL;
+}
+
+gboolean sluice__clock_sleep_injected(gint64 until_us)
+{
+    clock_hook *h = g_atomic_pointer_get(&hook);
+    if (!h)
+        return FALSE;
+    if (h->sleep)
+        h->sleep(until_us, h->user_data);
+    return TRUE;
+}
+
+void sluice_testing_set_clock(sluice_clock_now_func now, sluice_clock_sleep_func sleep,
+                              gpointer user_data)
+{
+    clock_hook *h = NULL;
+    if (now) {
+        h = g_new(clock_hook, 1);
+        *h = (clock_hook){now, sleep, user_data};
+    }
+    /* the old hook is kept: a thread may still be reading it */
+    g_mutex_lock(&retired_lock);
+    retired = g_slist_prepend(retired, g_atomic_pointer_exchange(&hook, h));
+    g_mutex_unlock(&retired_lock);
+}

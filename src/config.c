@@ -1,0 +1,311 @@
+/* The keyfile: read, validate every value, and produce an immutable configuration.
+ *
+ * Every problem is reported as "PATH: [GROUP] KEY = VALUE: what is expected"; all
+ * the problems of one file go into one GError, one per line, in file order. */
+#include "config.h"
+
+#include <string.h>
+
+#include <sluice/error.h>
+
+#include "value.h"
+
+#define LIMIT_PREFIX "limit:"
+#define DEFAULT_TIMEOUT_US (50 * 1000)
+#define DEFAULT_LEASE_US (G_GINT64_CONSTANT(60) * 1000000)
+
+static const char *const sluice_keys[] = {"backend",  "redis",  "key_prefix", "timeout",
+                                          "on_error", "reload", NULL};
+static const char *const limit_keys[] = {"algorithm", "limit",   "window", "burst",
+                                         "wait",      "mode",    "per_key", NULL};
+static const char *const algorithm_names[] = {"fixed_window", "sliding_log", "sliding_window",
+                                              "token_bucket", "gcra",        "concurrency",
+                                              NULL};
+static const char *const backend_names[] = {"memory", "redis", NULL};
+static const char *const on_error_names[] = {"allow", "deny", "local", NULL};
+static const char *const mode_names[] = {"enforce", "shadow", NULL};
+
+const char *sluice__algorithm_name(sluice__algorithm algorithm)
+{
+    return algorithm_names[algorithm];
+}
+
+/* One pass over one keyfile: where we are, and every problem found so far. */
+typedef struct {
+    const char *path;
+    GKeyFile *keyfile;
+    const char *group;
+    GString *problems;
+} reader;
+
+static void problem(reader *r, const char *key, const char *value, const char *why)
+{
+    if (r->problems->len > 0)
+        g_string_append_c(r->problems, '\n');
+    g_string_append_printf(r->problems, "%s: [%s]", r->path, r->group);
+    if (key)
+        g_string_append_printf(r->problems, " %s", key);
+    if (value)
+        g_string_append_printf(r->problems, " = %s", value);
+    g_string_append_printf(r->problems, ": %s", why);
+}
+
+/* The value of key in the current group without its comment ("5  # permits" -> "5"),
+ * or NULL when the key is absent or its value is not UTF-8 (reported). */
+static char *value_of(reader *r, const char *key)
+{
+    g_autofree char *raw = g_key_file_get_value(r->keyfile, r->group, key, NULL);
+    if (!raw)
+        return NULL;
+    if (!g_utf8_validate(raw, -1, NULL)) {
+        problem(r, key, NULL, "not valid UTF-8");
+        return NULL;
+    }
+    for (char *p = raw; *p; p++) {
+        if ((*p == '#' || *p == ';') && (p == raw || g_ascii_isspace(p[-1]))) {
+            *p = '\0';
+            break;
+        }
+    }
+    return g_strdup(g_strstrip(raw));
+}
+
+static gboolean has_key(reader *r, const char *key)
+{
+    return g_key_file_has_key(r->keyfile, r->group, key, NULL);
+}
+
+static void check_keys(reader *r, const char *const *known)
+{
+    g_auto(GStrv) keys = g_key_file_get_keys(r->keyfile, r->group, NULL, NULL);
+    for (gsize i = 0; keys && keys[i]; i++) {
+        if (g_strv_contains(known, keys[i]))
+            continue;
+        g_autofree char *list = g_strjoinv(", ", (char **)known);
+        g_autofree char *why = g_strdup_printf("unknown key; expected one of %s", list);
+        problem(r, keys[i], NULL, why);
+    }
+}
+
+/* Each read_* leaves *out alone when the key is absent, and reports bad values. */
+static void report(reader *r, const char *key, const char *value, char *why)
+{
+    problem(r, key, value, why);
+    g_free(why);
+}
+
+static void read_count(reader *r, const char *key, gint64 min, gint64 max, gint64 *out)
+{
+    g_autofree char *v = value_of(r, key);
+    char *why = NULL;
+    if (v && !sluice__parse_count(v, min, max, out, &why))
+        report(r, key, v, why);
+}
+
+static void read_duration(reader *r, const char *key, gint64 min_us, gint64 *out)
+{
+    g_autofree char *v = value_of(r, key);
+    char *why = NULL;
+    if (v && !sluice__parse_duration(v, min_us, SLUICE__MAX_DURATION_US, out, &why))
+        report(r, key, v, why);
+}
+
+static void read_choice(reader *r, const char *key, const char *const *choices, int *out)
+{
+    g_autofree char *v = value_of(r, key);
+    char *why = NULL;
+    if (v && !sluice__parse_choice(v, choices, out, &why))
+        report(r, key, v, why);
+}
+
+static void read_bool(reader *r, const char *key, gboolean *out)
+{
+    g_autofree char *v = value_of(r, key);
+    char *why = NULL;
+    if (v && !sluice__parse_bool(v, out, &why))
+        report(r, key, v, why);
+}
+
+static void read_sluice_group(reader *r, sluice__config *c)
+{
+    int backend = c->backend, on_error = c->on_error;
+    g_autofree char *prefix = NULL;
+
+    check_keys(r, sluice_keys);
+    read_choice(r, "backend", backend_names, &backend);
+    read_choice(r, "on_error", on_error_names, &on_error);
+    read_duration(r, "timeout", 1000, &c->timeout_us);
+    read_bool(r, "reload", &c->reload);
+    c->backend = backend;
+    c->on_error = on_error;
+
+    prefix = value_of(r, "key_prefix");
+    if (prefix) {
+        g_free(c->key_prefix);
+        c->key_prefix = g_steal_pointer(&prefix);
+    }
+    g_autofree char *url = value_of(r, "redis");
+    if (url) {
+        if (!g_str_has_prefix(url, "redis://") && !g_str_has_prefix(url, "unix://") &&
+            !g_str_has_prefix(url, "redis+unix://"))
+            /* the URL may hold a password: it is not repeated in the message */
+            problem(r, "redis", NULL,
+                    "expected redis://[user:password@]host[:port][/db] or unix:///path.sock");
+        g_free(c->redis_url);
+        c->redis_url = g_steal_pointer(&url);
+    }
+}
+
+/* The checks that involve more than one value of a rule. */
+static void check_rule(reader *r, const sluice__rule *rule, gboolean has_burst)
+{
+    g_autofree char *window = sluice__format_duration(rule->window_us);
+    char *why;
+
+    if (has_burst && rule->algorithm != SLUICE__TOKEN_BUCKET && rule->algorithm != SLUICE__GCRA) {
+        report(r, "burst", NULL,
+               g_strdup_printf("applies only to token_bucket and gcra, not %s",
+                               sluice__algorithm_name(rule->algorithm)));
+    }
+    if (rule->algorithm == SLUICE__SLIDING_WINDOW &&
+        rule->limit > ((G_GINT64_CONSTANT(1) << 52) / (rule->window_us / 1000))) {
+        why = g_strdup_printf("too large for sliding_window over %s: limit × window in ms must "
+                              "stay under 2^52; at most %" G_GINT64_FORMAT,
+                              window,
+                              (G_GINT64_CONSTANT(1) << 52) / (rule->window_us / 1000));
+        g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->limit);
+        report(r, "limit", v, why);
+    }
+    if (rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA) {
+        g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->limit);
+        g_autofree char *b = g_strdup_printf("%" G_GINT64_FORMAT, rule->burst);
+        if (rule->limit > rule->window_us) {
+            why = g_strdup_printf("more than one permit per microsecond over %s; at most "
+                                  "%" G_GINT64_FORMAT,
+                                  window, rule->window_us);
+            report(r, "limit", v, why);
+        } else if (rule->burst > SLUICE__MAX_DURATION_US / rule->interval_us) {
+            why = g_strdup_printf("too large: refilling it would take more than 36500d; "
+                                  "at most %" G_GINT64_FORMAT,
+                                  SLUICE__MAX_DURATION_US / rule->interval_us);
+            report(r, "burst", b, why);
+        }
+    }
+}
+
+static void read_limit_group(reader *r, const char *name, sluice__config *c)
+{
+    sluice__rule *rule = g_new0(sluice__rule, 1);
+    int algorithm = SLUICE__SLIDING_LOG, mode = 0;
+    gsize before = r->problems->len;
+
+    check_keys(r, limit_keys);
+    if (*name == '\0')
+        problem(r, NULL, NULL, "the limit has no name; expected [limit:NAME]");
+
+    read_choice(r, "algorithm", algorithm_names, &algorithm);
+    rule->algorithm = algorithm;
+    rule->on_error = c->on_error;
+    rule->per_key = TRUE;
+    rule->window_us = algorithm == SLUICE__CONCURRENCY ? DEFAULT_LEASE_US : 0;
+
+    if (!has_key(r, "limit"))
+        problem(r, "limit", NULL,
+                algorithm == SLUICE__CONCURRENCY
+                    ? "missing; expected the most calls in flight, e.g. limit = 10"
+                    : "missing; expected the permits per window, e.g. limit = 10");
+    read_count(r, "limit", 1, SLUICE__MAX_PERMITS, &rule->limit);
+    if (!has_key(r, "window") && algorithm != SLUICE__CONCURRENCY)
+        problem(r, "window", NULL, "missing; expected a duration, e.g. window = 10s");
+    read_duration(r, "window", 1000, &rule->window_us);
+    rule->burst = rule->limit;
+    read_count(r, "burst", 1, SLUICE__MAX_PERMITS, &rule->burst);
+    read_duration(r, "wait", 0, &rule->wait_us);
+    read_choice(r, "mode", mode_names, &mode);
+    rule->shadow = mode == 1;
+    read_bool(r, "per_key", &rule->per_key);
+
+    if (r->problems->len == before && rule->window_us > 0 && rule->limit > 0) {
+        rule->interval_us = rule->window_us / rule->limit;
+        check_rule(r, rule, has_key(r, "burst"));
+    }
+    if (r->problems->len != before) {
+        g_free(rule);
+        return;
+    }
+    g_hash_table_replace(c->rules, g_strdup(name), rule);
+}
+
+sluice__config *sluice__config_new_default(void)
+{
+    sluice__config *c = g_new0(sluice__config, 1);
+    c->backend = SLUICE__BACKEND_MEMORY;
+    c->redis_url = g_strdup("redis://127.0.0.1:6379/0");
+    c->key_prefix = g_strdup("sluice:");
+    c->timeout_us = DEFAULT_TIMEOUT_US;
+    c->on_error = SLUICE__ON_ERROR_ALLOW;
+    c->reload = TRUE;
+    c->rules = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    return c;
+}
+
+sluice__config *sluice__config_parse(const char *data, gsize length, const char *path,
+                                     GError **error)
+{
+    g_autoptr(sluice__config) c = sluice__config_new_default();
+    g_autoptr(GKeyFile) keyfile = g_key_file_new();
+    g_autoptr(GError) local = NULL;
+    g_auto(GStrv) groups = NULL;
+    reader r = {path, keyfile, NULL, g_string_new(NULL)};
+
+    c->path = g_strdup(path);
+    if (!g_key_file_load_from_data(keyfile, data, length, G_KEY_FILE_NONE, &local)) {
+        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, "%s: %s", path,
+                    local->message);
+        g_string_free(r.problems, TRUE);
+        return NULL;
+    }
+    groups = g_key_file_get_groups(keyfile, NULL);
+    if (g_key_file_has_group(keyfile, "sluice")) {
+        r.group = "sluice";
+        read_sluice_group(&r, c);
+    }
+    for (gsize i = 0; groups[i]; i++) {
+        r.group = groups[i];
+        if (g_str_has_prefix(groups[i], LIMIT_PREFIX))
+            read_limit_group(&r, groups[i] + strlen(LIMIT_PREFIX), c);
+        else if (strcmp(groups[i], "sluice") != 0)
+            problem(&r, NULL, NULL, "unknown group; expected [sluice] or [limit:NAME]");
+    }
+    if (r.problems->len > 0) {
+        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, r.problems->str);
+        g_string_free(r.problems, TRUE);
+        return NULL;
+    }
+    g_string_free(r.problems, TRUE);
+    return g_steal_pointer(&c);
+}
+
+sluice__config *sluice__config_load(const char *path, GError **error)
+{
+    g_autofree char *data = NULL;
+    gsize length = 0;
+    g_autoptr(GError) local = NULL;
+
+    if (!g_file_get_contents(path, &data, &length, &local)) {
+        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_IO, "%s", local->message);
+        return NULL;
+    }
+    return sluice__config_parse(data, length, path, error);
+}
+
+void sluice__config_free(sluice__config *config)
+{
+    if (!config)
+        return;
+    g_free(config->path);
+    g_free(config->redis_url);
+    g_free(config->key_prefix);
+    g_hash_table_unref(config->rules);
+    g_free(config);
+}

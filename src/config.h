@@ -1,0 +1,36 @@
+/* The keyfile: read, validate every value, and produce an immutable configuration. */
+#ifndef SLUICE_CONFIG_H
+#define SLUICE_CONFIG_H
+
+#include <glib.h>
+
+#include "rule.h"
+
+typedef enum {
+    SLUICE__BACKEND_MEMORY,
+    SLUICE__BACKEND_REDIS,
+} sluice__backend_kind;
+
+typedef struct {
+    char *path;                   /* the file it came from; NULL for the defaults */
+    sluice__backend_kind backend; /* [sluice] backend                              */
+    char *redis_url;              /* [sluice] redis                                */
+    char *key_prefix;             /* [sluice] key_prefix                           */
+    gint64 timeout_us;            /* [sluice] timeout                              */
+    sluice__on_error on_error;    /* [sluice] on_error                             */
+    gboolean reload;              /* [sluice] reload                               */
+    GHashTable *rules;            /* limit name -> sluice__rule *                  */
+} sluice__config;
+
+/* The configuration of a missing keyfile: memory backend, no rules. */
+sluice__config *sluice__config_new_default(void);
+/* Reads and validates the keyfile at path. Errors are SLUICE_ERROR_CONFIG with
+ * "PATH: [GROUP] KEY = VALUE: what is expected", or SLUICE_ERROR_IO. */
+sluice__config *sluice__config_load(const char *path, GError **error);
+/* The same for keyfile text already in memory; `path` names it in messages. */
+sluice__config *sluice__config_parse(const char *data, gsize length, const char *path,
+                                     GError **error);
+void sluice__config_free(sluice__config *config);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(sluice__config, sluice__config_free)
+
+#endif

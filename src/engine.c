@@ -1,0 +1,165 @@
+/* The engine: applies a rule (permits, wait, shadow mode, on_error) through a backend.
+ *
+ * It knows nothing of Redis or of the macros: it asks the backend, turns a failure
+ * into the on_error verdict, and sleeps waiting callers exactly until their
+ * permits are due (woken early when concurrency permits are given back). */
+#include "engine.h"
+
+#include <sluice/error.h>
+#include <sluice/testing.h>
+
+#include "clock.h"
+
+static sluice__backend *backend; /* atomic */
+static sluice__backend *local;   /* atomic */
+
+static GMutex wake_lock; /* with `wake`: waiters sleep here until due or given back */
+static GCond wake;
+
+static gint failures_to_inject; /* atomic; sluice_testing_fail_backend */
+static char *failure_message;   /* under wake_lock */
+
+void sluice__engine_set_backends(sluice__backend *b, sluice__backend *l)
+{
+    g_atomic_pointer_set(&backend, b);
+    g_atomic_pointer_set(&local, l);
+}
+
+void sluice_testing_fail_backend(guint count, const char *message)
+{
+    g_mutex_lock(&wake_lock);
+    g_free(failure_message);
+    failure_message = g_strdup(message ? message : "injected failure");
+    g_mutex_unlock(&wake_lock);
+    g_atomic_int_set(&failures_to_inject, (gint)count);
+}
+
+/* TRUE (and *error) when a test asked for this call to fail. */
+static gboolean injected_failure(GError **error)
+{
+    gint n;
+    do {
+        n = g_atomic_int_get(&failures_to_inject);
+        if (G_LIKELY(n <= 0))
+            return FALSE;
+    } while (!g_atomic_int_compare_and_exchange(&failures_to_inject, n, n - 1));
+    g_mutex_lock(&wake_lock);
+    g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND, "%s", failure_message);
+    g_mutex_unlock(&wake_lock);
+    return TRUE;
+}
+
+void sluice__engine_unlimited(sluice_decision *out)
+{
+    *out = (sluice_decision){TRUE, G_MAXINT64, G_MAXINT64, -1, 0};
+}
+
+static void to_decision(const sluice__verdict *v, sluice_decision *out)
+{
+    out->allowed = v->allowed;
+    out->limit = v->limit;
+    out->remaining = v->remaining;
+    out->retry_after_ms = v->allowed ? -1 : sluice__ceil_ms(v->retry_after_us);
+    out->reset_after_ms = sluice__ceil_ms(v->reset_after_us);
+}
+
+/* Asks the backend; on failure applies on_error. Returns FALSE with *error when
+ * the backend failed (then *v holds the policy's verdict). */
+static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
+                    gint64 permits, gint64 reserve_us, sluice__verdict *v, GError **error)
+{
+    sluice__backend *b = g_atomic_pointer_get(&backend);
+    GError *failure = NULL;
+
+    if (G_LIKELY(!injected_failure(&failure)) &&
+        b->funcs->decide(b, limiter, rule, key, permits, reserve_us, v, &failure))
+        return TRUE;
+
+    *v = (sluice__verdict){FALSE, sluice__rule_capacity(rule), 0, -1, 0, 0};
+    switch (rule->on_error) {
+    case SLUICE__ON_ERROR_ALLOW:
+        v->allowed = TRUE;
+        break;
+    case SLUICE__ON_ERROR_DENY:
+        break;
+    case SLUICE__ON_ERROR_LOCAL: {
+        sluice__backend *l = g_atomic_pointer_get(&local);
+        l->funcs->decide(l, limiter, rule, key, permits, reserve_us, v, NULL);
+        break;
+    }
+    }
+    g_propagate_error(error, failure);
+    return FALSE;
+}
+
+/* Sleeps until `until` (monotonic µs) or until permits are given back. */
+static void sleep_until(gint64 until)
+{
+    if (sluice__clock_sleep_injected(until))
+        return;
+    g_mutex_lock(&wake_lock);
+    g_cond_wait_until(&wake, &wake_lock, until);
+    g_mutex_unlock(&wake_lock);
+}
+
+int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 permits,
+                           gint64 wait_us, sluice_decision *out, gint64 *taken, GError **error)
+{
+    const sluice__rule *rule = sluice__limiter_rule(limiter);
+    sluice__verdict v;
+    int result = SLUICE_DENIED;
+
+    *taken = 0;
+    if (!rule) {
+        sluice__engine_unlimited(out);
+        return SLUICE_ALLOWED;
+    }
+    if (!rule->per_key)
+        key = NULL;
+    if (wait_us < 0)
+        wait_us = rule->wait_us;
+    if (rule->shadow)
+        wait_us = 0;
+
+    gint64 deadline = wait_us > 0 ? sluice__clock_now() + wait_us : 0;
+    for (;;) {
+        gint64 reserve_us = 0;
+        if (wait_us > 0 && rule->algorithm == SLUICE__TOKEN_BUCKET)
+            reserve_us = MAX(1, deadline - sluice__clock_now());
+        if (!ask(limiter, rule, key, permits, reserve_us, &v, error)) {
+            to_decision(&v, out);
+            return SLUICE_ERROR;
+        }
+        if (v.allowed) {
+            if (v.wait_us > 0) /* a reservation: the permits are ours once due */
+                sleep_until(sluice__clock_now() + v.wait_us);
+            result = SLUICE_ALLOWED;
+            break;
+        }
+        gint64 now = sluice__clock_now();
+        if (wait_us <= 0 || v.retry_after_us < 0 || now + v.retry_after_us > deadline)
+            break;
+        sleep_until(now + v.retry_after_us);
+    }
+    to_decision(&v, out);
+    if (v.allowed && permits > 0 && rule->algorithm == SLUICE__CONCURRENCY)
+        *taken = permits;
+    if (rule->shadow && !v.allowed) {
+        out->allowed = TRUE; /* shadow: decided and counted, never enforced */
+        out->retry_after_ms = -1;
+        result = SLUICE_ALLOWED;
+    }
+    return result;
+}
+
+void sluice__engine_give_back(sluice__limiter *limiter, const char *key, gint64 permits)
+{
+    const sluice__rule *rule = sluice__limiter_rule(limiter);
+    if (!rule || rule->algorithm != SLUICE__CONCURRENCY || permits <= 0)
+        return;
+    sluice__backend *b = g_atomic_pointer_get(&backend);
+    b->funcs->give_back(b, limiter, rule, rule->per_key ? key : NULL, permits);
+    g_mutex_lock(&wake_lock);
+    g_cond_broadcast(&wake);
+    g_mutex_unlock(&wake_lock);
+}

@@ -1,0 +1,25 @@
+/* A limiter: one limit name's current rule and its in-process state. */
+#ifndef SLUICE_LIMITER_H
+#define SLUICE_LIMITER_H
+
+#include <glib.h>
+
+#include "rule.h"
+
+typedef struct sluice__memory_store sluice__memory_store;
+
+/* One per limit name that the keyfile or a descriptor has named since
+ * sluice_init; it lives until sluice_shutdown, so a pointer to it never dangles.
+ * Reloads change only `rule`. */
+typedef struct {
+    char *name;
+    const sluice__rule *rule;     /* loaded atomically; NULL: the name has no rule */
+    sluice__memory_store *memory; /* the memory backend's state for this name      */
+} sluice__limiter;
+
+static inline const sluice__rule *sluice__limiter_rule(sluice__limiter *limiter)
+{
+    return g_atomic_pointer_get(&limiter->rule);
+}
+
+#endif

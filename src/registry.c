@@ -1,0 +1,178 @@
+/* The registry: descriptors, the limiter of each name, and binding them to rules.
+ *
+ * Descriptors form an intrusive list: the definition form links its descriptor
+ * from a constructor before main (no allocation, no dependency on other
+ * constructors), the guard form at its first call. Limiters and rules are
+ * created under one lock and never freed before sluice_shutdown, so the hot path
+ * reads descriptor -> limiter -> rule with two atomic pointer loads and no lock.
+ * Rules are interned: a reload that brings back the same values reuses the same
+ * rule, so reloading does not grow memory. */
+#include "registry.h"
+
+#include <string.h>
+
+#include <sluice/macros.h>
+
+#include "backend_memory.h"
+
+static sluice_descriptor *descriptors; /* the list; pushed atomically         */
+static GRWLock lock;                   /* guards everything below             */
+static gboolean active;                /* between apply and clear              */
+static GHashTable *limiters;           /* name -> sluice__limiter *            */
+static GHashTable *rules;              /* interned sluice__rule *, as a set    */
+
+static guint rule_hash(gconstpointer p)
+{
+    const guchar *b = p;
+    guint h = 5381;
+    for (gsize i = 0; i < sizeof(sluice__rule); i++)
+        h = h * 33 + b[i];
+    return h;
+}
+
+static gboolean rule_equal(gconstpointer a, gconstpointer b)
+{
+    return memcmp(a, b, sizeof(sluice__rule)) == 0;
+}
+
+static void limiter_free(gpointer p)
+{
+    sluice__limiter *limiter = p;
+    sluice__memory_store_free(limiter->memory);
+    g_free(limiter->name);
+    g_free(limiter);
+}
+
+/* With the write lock held. */
+static sluice__limiter *limiter_for(const char *name)
+{
+    sluice__limiter *limiter = g_hash_table_lookup(limiters, name);
+    if (!limiter) {
+        limiter = g_new0(sluice__limiter, 1);
+        limiter->name = g_strdup(name);
+        limiter->memory = sluice__memory_store_new();
+        g_hash_table_insert(limiters, limiter->name, limiter);
+    }
+    return limiter;
+}
+
+/* With the write lock held. */
+static const sluice__rule *intern(const sluice__rule *rule)
+{
+    sluice__rule *found = g_hash_table_lookup(rules, rule);
+    if (!found) {
+        found = g_memdup2(rule, sizeof *rule);
+        g_hash_table_add(rules, found);
+    }
+    return found;
+}
+
+static gboolean valid_name(const char *name)
+{
+    return name && *name && g_utf8_validate(name, -1, NULL);
+}
+
+/* With the write lock held: binds one descriptor, and says so when it has no rule. */
+static void bind_one(sluice_descriptor *d)
+{
+    if (!valid_name(d->name)) {
+        g_warning("%s:%d: %s: the limit name is empty or not UTF-8; the function is not "
+                  "limited",
+                  d->file, d->line, d->function);
+        return;
+    }
+    sluice__limiter *limiter = limiter_for(d->name);
+    if (!limiter->rule)
+        g_message("%s:%d: %s is decorated with \"%s\", which has no rule: it is not limited",
+                  d->file, d->line, d->function, d->name);
+    g_atomic_pointer_set(&d->priv_limiter, limiter);
+}
+
+void sluice__register(sluice_descriptor *descriptor)
+{
+    if (!g_atomic_int_compare_and_exchange(&descriptor->priv_registered, 0, 1))
+        return;
+    sluice_descriptor *head;
+    do {
+        head = g_atomic_pointer_get(&descriptors);
+        descriptor->priv_next = head;
+    } while (!g_atomic_pointer_compare_and_exchange(&descriptors, head, descriptor));
+}
+
+sluice__limiter *sluice__registry_bind(sluice_descriptor *descriptor)
+{
+    sluice__register(descriptor);
+    g_rw_lock_writer_lock(&lock);
+    if (active && !sluice__registry_limiter_of(descriptor))
+        bind_one(descriptor);
+    g_rw_lock_writer_unlock(&lock);
+    return sluice__registry_limiter_of(descriptor);
+}
+
+sluice__limiter *sluice__registry_find(const char *name)
+{
+    sluice__limiter *limiter = NULL;
+    g_rw_lock_reader_lock(&lock);
+    if (active)
+        limiter = g_hash_table_lookup(limiters, name);
+    g_rw_lock_reader_unlock(&lock);
+    return limiter;
+}
+
+static void unset_rule(gpointer name, gpointer value, gpointer config_rules)
+{
+    if (!g_hash_table_contains(config_rules, name))
+        g_atomic_pointer_set(&((sluice__limiter *)value)->rule, NULL);
+}
+
+void sluice__registry_apply(const sluice__config *config)
+{
+    GHashTableIter it;
+    gpointer name, rule;
+
+    g_rw_lock_writer_lock(&lock);
+    if (!active) {
+        limiters = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, limiter_free);
+        rules = g_hash_table_new_full(rule_hash, rule_equal, g_free, NULL);
+        active = TRUE;
+    }
+    g_hash_table_iter_init(&it, config->rules);
+    while (g_hash_table_iter_next(&it, &name, &rule))
+        g_atomic_pointer_set(&limiter_for(name)->rule, intern(rule));
+    g_hash_table_foreach(limiters, unset_rule, config->rules);
+    for (sluice_descriptor *d = g_atomic_pointer_get(&descriptors); d; d = d->priv_next)
+        bind_one(d);
+    g_rw_lock_writer_unlock(&lock);
+}
+
+void sluice__registry_clear(void)
+{
+    g_rw_lock_writer_lock(&lock);
+    for (sluice_descriptor *d = g_atomic_pointer_get(&descriptors); d; d = d->priv_next)
+        g_atomic_pointer_set(&d->priv_limiter, NULL);
+    if (active) {
+        g_hash_table_unref(limiters);
+        g_hash_table_unref(rules);
+        limiters = rules = NULL;
+        active = FALSE;
+    }
+    g_rw_lock_writer_unlock(&lock);
+}
+
+gsize sluice__registry_memory_keys(const char *name)
+{
+    sluice__limiter *limiter = sluice__registry_find(name);
+    return limiter ? sluice__memory_store_keys(limiter->memory) : 0;
+}
+
+void sluice_descriptors_foreach(sluice_descriptor_func fn, gpointer user_data)
+{
+    g_return_if_fail(fn != NULL);
+    g_rw_lock_reader_lock(&lock);
+    for (sluice_descriptor *d = g_atomic_pointer_get(&descriptors); d; d = d->priv_next) {
+        sluice__limiter *limiter = active ? g_hash_table_lookup(limiters, d->name ? d->name : "")
+                                          : NULL;
+        fn(d, limiter && sluice__limiter_rule(limiter) != NULL, user_data);
+    }
+    g_rw_lock_reader_unlock(&lock);
+}

@@ -1,0 +1,36 @@
+/* The registry: descriptors, the limiter of each name, and binding them to rules. */
+#ifndef SLUICE_REGISTRY_H
+#define SLUICE_REGISTRY_H
+
+#include <glib.h>
+#include <sluice/descriptor.h>
+
+#include "config.h"
+#include "limiter.h"
+
+/* The descriptor's limiter once bound: a pointer load. Before sluice_init and
+ * after sluice_shutdown there is none (NULL), and decorated bodies run. */
+static inline sluice__limiter *sluice__registry_limiter_of(sluice_descriptor *descriptor)
+{
+    return g_atomic_pointer_get(&descriptor->priv_limiter);
+}
+
+/* The slow path of a descriptor's first call: registers it and binds it to the
+ * limiter of its name. NULL when sluice is not initialized. */
+sluice__limiter *sluice__registry_bind(sluice_descriptor *descriptor);
+
+/* The limiter of a name, or NULL when no rule or descriptor has named it. */
+sluice__limiter *sluice__registry_find(const char *name);
+
+/* Publishes the rules of config: every limiter gets its new rule (or none), and
+ * every registered descriptor is bound. Safe while other threads decide. */
+void sluice__registry_apply(const sluice__config *config);
+
+/* Unbinds every descriptor and frees every limiter and rule. No thread may be
+ * deciding. */
+void sluice__registry_clear(void);
+
+/* How many per-key states the memory backend holds for name (0: none). */
+gsize sluice__registry_memory_keys(const char *name);
+
+#endif

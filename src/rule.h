@@ -1,0 +1,53 @@
+/* A validated rule: one limit's algorithm and parameters, immutable once published. */
+#ifndef SLUICE_RULE_H
+#define SLUICE_RULE_H
+
+#include <glib.h>
+
+typedef enum {
+    SLUICE__FIXED_WINDOW,
+    SLUICE__SLIDING_LOG,
+    SLUICE__SLIDING_WINDOW,
+    SLUICE__TOKEN_BUCKET,
+    SLUICE__GCRA,
+    SLUICE__CONCURRENCY,
+} sluice__algorithm;
+
+typedef enum {
+    SLUICE__ON_ERROR_ALLOW,
+    SLUICE__ON_ERROR_DENY,
+    SLUICE__ON_ERROR_LOCAL,
+} sluice__on_error;
+
+/* Every field is set by config.c; rules are compared and hashed as bytes, so a
+ * rule is always zeroed before it is filled. */
+typedef struct {
+    sluice__algorithm algorithm;
+    sluice__on_error on_error;
+    gboolean shadow;      /* mode = shadow                                       */
+    gboolean per_key;     /* the key splits the limit                            */
+    gint64 limit;         /* permits per window; concurrency: calls in flight     */
+    gint64 burst;         /* token_bucket, gcra: capacity                         */
+    gint64 window_us;     /* window; concurrency: lease lifetime                  */
+    gint64 wait_us;       /* how long a decorated call may wait                   */
+    gint64 interval_us;   /* token_bucket, gcra: window / limit, rounded down     */
+} sluice__rule;
+
+/* Most permits that can ever pass at once: burst for token_bucket and gcra. */
+static inline gint64 sluice__rule_capacity(const sluice__rule *rule)
+{
+    return rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA
+               ? rule->burst
+               : rule->limit;
+}
+
+/* TRUE when two rules keep state the same way, so state of one serves the other. */
+static inline gboolean sluice__rule_same_state(const sluice__rule *a, const sluice__rule *b)
+{
+    return a->algorithm == b->algorithm && a->per_key == b->per_key && a->limit == b->limit &&
+           a->burst == b->burst && a->window_us == b->window_us;
+}
+
+const char *sluice__algorithm_name(sluice__algorithm algorithm);
+
+#endif

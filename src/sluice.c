@@ -1,0 +1,233 @@
+/* The public API: init, reload and shutdown, and the calls that decide. */
+#include <sluice/sluice.h>
+#include <sluice/testing.h>
+
+#include <string.h>
+
+#include "backend_memory.h"
+#include "config.h"
+#include "engine.h"
+#include "registry.h"
+
+/* Largest key accepted, in bytes. */
+#define MAX_KEY_BYTES (64 * 1024)
+
+static GMutex lifecycle; /* init, reload, shutdown */
+static sluice__config *config;
+static sluice__backend *memory;
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+static sluice__config *load(const char *path, GError **error)
+{
+    if (!path)
+        return sluice__config_new_default();
+    sluice__config *c = sluice__config_load(path, error);
+    if (c && c->backend == SLUICE__BACKEND_REDIS) {
+        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_SUPPORTED,
+                    "%s: [sluice] backend = redis: the redis backend is not in this build yet; "
+                    "expected memory",
+                    path);
+        sluice__config_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* With the lifecycle lock held: makes `fresh` the running configuration. */
+static void apply(sluice__config *fresh)
+{
+    if (!memory) {
+        memory = sluice__backend_memory_new();
+        sluice__engine_set_backends(memory, memory);
+    }
+    sluice__registry_apply(fresh);
+    sluice__config_free(config);
+    config = fresh;
+    g_info("loaded %s: %u rules, backend %s", fresh->path ? fresh->path : "defaults",
+           g_hash_table_size(fresh->rules), memory->funcs->name);
+}
+
+gboolean sluice_init(const char *config_path, GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    const char *path = config_path ? config_path : g_getenv("SLUICE_CONFIG");
+    if (path && *path == '\0')
+        path = NULL;
+    sluice__config *fresh = load(path, error);
+    if (!fresh)
+        return FALSE;
+    g_mutex_lock(&lifecycle);
+    apply(fresh);
+    g_mutex_unlock(&lifecycle);
+    return TRUE;
+}
+
+gboolean sluice_reload(GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    g_mutex_lock(&lifecycle);
+    if (!config) {
+        g_mutex_unlock(&lifecycle);
+        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
+                            sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
+        return FALSE;
+    }
+    sluice__config *fresh = load(config->path, error);
+    if (fresh)
+        apply(fresh);
+    else
+        g_warning("reload refused, the running rules stay: %s",
+                  error && *error ? (*error)->message : "invalid keyfile");
+    g_mutex_unlock(&lifecycle);
+    return fresh != NULL;
+}
+
+void sluice_shutdown(void)
+{
+    g_mutex_lock(&lifecycle);
+    sluice__registry_clear();
+    sluice__engine_set_backends(NULL, NULL);
+    if (memory)
+        memory->funcs->free(memory);
+    memory = NULL;
+    sluice__config_free(config);
+    config = NULL;
+    g_mutex_unlock(&lifecycle);
+}
+
+/* ---- deciding ----------------------------------------------------------------- */
+
+static gboolean invalid(GError **error, const char *what)
+{
+    g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT, "%s", what);
+    return FALSE;
+}
+
+static gboolean check_arguments(const char *name, const char *key, gint64 permits,
+                                GError **error)
+{
+    if (!name)
+        return invalid(error, "name is NULL; expected the name of a limit");
+    if (*name == '\0')
+        return invalid(error, "name is empty; expected the name of a limit");
+    if (!g_utf8_validate(name, -1, NULL))
+        return invalid(error, "name is not valid UTF-8");
+    if (permits < 0)
+        return invalid(error, "permits is negative; expected 0 (a peek) or more");
+    if (key) {
+        gsize n = strnlen(key, MAX_KEY_BYTES + 1);
+        if (n == 0)
+            return invalid(error, "key is empty; expected NULL for no key, or a string");
+        if (n > MAX_KEY_BYTES)
+            return invalid(error, "key is longer than 65536 bytes");
+        if (!g_utf8_validate(key, n, NULL))
+            return invalid(error, "key is not valid UTF-8");
+    }
+    return TRUE;
+}
+
+static int acquire(const char *name, const char *key, gint64 permits, gint64 wait_us,
+                   sluice_decision *out, GError **error)
+{
+    sluice_decision scratch;
+    gint64 taken;
+    if (!out)
+        out = &scratch;
+    if (!check_arguments(name, key, permits, error)) {
+        *out = (sluice_decision){FALSE, 0, 0, -1, 0};
+        return SLUICE_ERROR;
+    }
+    sluice__limiter *limiter = sluice__registry_find(name);
+    if (!limiter) {
+        sluice__engine_unlimited(out);
+        return SLUICE_ALLOWED;
+    }
+    return sluice__engine_acquire(limiter, key, permits, wait_us, out, &taken, error);
+}
+
+int sluice_acquire(const char *name, const char *key, gint64 permits, sluice_decision *out,
+                   GError **error)
+{
+    return acquire(name, key, permits, -1, out, error);
+}
+
+int sluice_acquire_wait(const char *name, const char *key, gint64 permits, gint64 timeout_ms,
+                        sluice_decision *out, GError **error)
+{
+    if (timeout_ms < 0 || timeout_ms > G_MAXINT64 / 1000 / 4) {
+        if (out)
+            *out = (sluice_decision){FALSE, 0, 0, -1, 0};
+        invalid(error, "timeout_ms is negative or too large");
+        return SLUICE_ERROR;
+    }
+    return acquire(name, key, permits, timeout_ms * 1000, out, error);
+}
+
+void sluice_release(const char *name, const char *key, gint64 permits)
+{
+    g_return_if_fail(name != NULL);
+    g_return_if_fail(permits >= 0);
+    sluice__limiter *limiter = sluice__registry_find(name);
+    if (limiter)
+        sluice__engine_give_back(limiter, key, permits);
+}
+
+/* ---- what the macros call ----------------------------------------------------- */
+
+int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *lease,
+                  sluice_decision *verdict, GError **error)
+{
+    sluice__limiter *limiter = sluice__registry_limiter_of(descriptor);
+    if (G_UNLIKELY(!limiter) && !(limiter = sluice__registry_bind(descriptor)))
+        return SLUICE__RUN; /* not initialized: no rules */
+    if (!sluice__limiter_rule(limiter))
+        return SLUICE__RUN; /* a name with no rule is not limited */
+
+    sluice_decision d;
+    GError *failure = NULL;
+    gint64 taken = 0;
+    int r;
+    if (key && !check_arguments(descriptor->name, key, 1, &failure)) {
+        d = (sluice_decision){FALSE, 0, 0, -1, 0};
+        switch (sluice__limiter_rule(limiter)->on_error) {
+        case SLUICE__ON_ERROR_DENY:
+            break;
+        default:
+            d.allowed = TRUE;
+        }
+        r = SLUICE_ERROR;
+    } else {
+        r = sluice__engine_acquire(limiter, key, 1, -1, &d, &taken, &failure);
+    }
+    if (taken > 0) {
+        lease->priv_limiter = limiter;
+        lease->priv_key = key;
+        lease->priv_permits = taken;
+    }
+    if (r != SLUICE_ERROR)
+        return r == SLUICE_ALLOWED ? SLUICE__RUN : SLUICE__DEGRADE;
+    if (!error) {
+        g_debug("%s: limiter failed, on_error %s: %s", descriptor->name,
+                d.allowed ? "allows" : "denies", failure->message);
+        g_error_free(failure);
+        return d.allowed ? SLUICE__RUN : SLUICE__DEGRADE;
+    }
+    *verdict = d;
+    g_propagate_error(error, failure);
+    return SLUICE__FAILED;
+}
+
+void sluice__leave(sluice_lease *lease)
+{
+    if (G_LIKELY(lease->priv_permits == 0))
+        return;
+    sluice__engine_give_back(lease->priv_limiter, lease->priv_key, lease->priv_permits);
+    lease->priv_permits = 0;
+}
+
+gsize sluice_testing_memory_keys(const char *name)
+{
+    g_return_val_if_fail(name != NULL, 0);
+    return sluice__registry_memory_keys(name);
+}
