@@ -53,7 +53,8 @@ G_BEGIN_DECLS
  *
  *    where `error` says what failed (domain SLUICE_ERROR_DOMAIN) and
  *    verdict->allowed is the on_error policy's verdict; it may call
- *    SLUICE_BODY(fn)(args) to run the body anyway.
+ *    SLUICE_BODY(fn)(args) to run the body anyway (declare the callback before
+ *    the macro and define it after, where the body's name is known).
  *
  * Concurrency permits taken by either form are given back when the function
  * returns (GCC/Clang cleanup attribute). Errors of the body are the body's own.

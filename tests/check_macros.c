@@ -1,0 +1,310 @@
+/* The decorators: guard and definition forms, keys, void and no-argument functions,
+ * names with no rule, error callbacks, and concurrency released on return. */
+#include "fixture.h"
+
+static const char *keyfile = "[limit:two]\n"
+                             "algorithm = fixed_window\n"
+                             "limit = 2\n"
+                             "window = 10s\n"
+                             "[limit:perkey]\n"
+                             "algorithm = fixed_window\n"
+                             "limit = 1\n"
+                             "window = 10s\n"
+                             "[limit:inflight]\n"
+                             "algorithm = concurrency\n"
+                             "limit = 1\n";
+
+/* ---- the definition form ------------------------------------------------------- */
+
+static int degraded;
+static int busy(int x)
+{
+    degraded++;
+    return -x;
+}
+
+RATE_LIMITED_FUNCTION(int, twice, (int x), (x), "two", busy, NULL)
+{
+    return x * 2;
+}
+
+START_TEST(definition_form_runs_body_until_the_limit_then_degrades)
+{
+    fixture_clock_start(1000000);
+    fixture_init(keyfile);
+    ck_assert_int_eq(twice(3), 6);
+    ck_assert_int_eq(twice(4), 8);
+    ck_assert_int_eq(twice(5), -5);
+    ck_assert_int_eq(degraded, 1);
+    fixture_clock_advance_ms(10000);
+    ck_assert_int_eq(twice(6), 12);
+    sluice_shutdown();
+}
+END_TEST
+
+/* ---- void and no parameters ----------------------------------------------------- */
+
+static int bodies, fallbacks;
+static void no_op(void)
+{
+    fallbacks++;
+}
+
+RATE_LIMITED_VOID_FUNCTION(tick, (void), (), "two", no_op, NULL)
+{
+    bodies++;
+}
+
+START_TEST(void_function_without_parameters)
+{
+    fixture_clock_start(1000000);
+    fixture_init(keyfile);
+    for (int i = 0; i < 5; i++)
+        tick();
+    ck_assert_int_eq(bodies, 2);
+    ck_assert_int_eq(fallbacks, 3);
+    sluice_shutdown();
+}
+END_TEST
+
+static int zero_args_busy(void)
+{
+    return -1;
+}
+
+RATE_LIMITED_FUNCTION(int, answer, (void), (), "two", zero_args_busy, NULL)
+{
+    return 42;
+}
+
+START_TEST(no_argument_function_with_result)
+{
+    fixture_clock_start(1000000);
+    fixture_init(keyfile);
+    ck_assert_int_eq(answer(), 42);
+    ck_assert_int_eq(answer(), 42);
+    ck_assert_int_eq(answer(), -1);
+    sluice_shutdown();
+}
+END_TEST
+
+/* ---- the guard forms -------------------------------------------------------------- */
+
+static int guarded(void)
+{
+    RATE_LIMITED("two", return 0);
+    return 1;
+}
+
+static int guarded_key(const char *user)
+{
+    RATE_LIMITED_KEY("perkey", user, return 0);
+    return 1;
+}
+
+START_TEST(guard_form_runs_fallback_statement)
+{
+    fixture_clock_start(1000000);
+    fixture_init(keyfile);
+    ck_assert_int_eq(guarded(), 1);
+    ck_assert_int_eq(guarded(), 1);
+    ck_assert_int_eq(guarded(), 0);
+    sluice_shutdown();
+}
+END_TEST
+
+START_TEST(guard_with_key_limits_each_key_separately)
+{
+    fixture_clock_start(1000000);
+    fixture_init(keyfile);
+    ck_assert_int_eq(guarded_key("alice"), 1);
+    ck_assert_int_eq(guarded_key("alice"), 0);
+    ck_assert_int_eq(guarded_key("bob"), 1);
+    ck_assert_int_eq(guarded_key("bob"), 0);
+    sluice_shutdown();
+}
+END_TEST
+
+/* ---- names with no rule, and no sluice_init ---------------------------------------- */
+
+static int nobody(void)
+{
+    return 0;
+}
+
+RATE_LIMITED_FUNCTION(int, unlimited, (void), (), "no.such.rule", nobody, NULL)
+{
+    return 1;
+}
+
+START_TEST(name_with_no_rule_runs_the_body)
+{
+    fixture_init(keyfile);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_int_eq(unlimited(), 1);
+    sluice_shutdown();
+}
+END_TEST
+
+START_TEST(before_init_and_after_shutdown_bodies_run)
+{
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(twice(1), 2);
+    fixture_init(keyfile);
+    sluice_shutdown();
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(twice(1), 2);
+}
+END_TEST
+
+/* ---- descriptors listing --------------------------------------------------------------- */
+
+static void collect(const sluice_descriptor *d, gboolean has_rule, gpointer user_data)
+{
+    GString *s = user_data;
+    g_string_append_printf(s, "%s|%s|%s|%d;", d->name, d->function, has_rule ? "rule" : "none",
+                           d->line > 0);
+}
+
+START_TEST(descriptors_are_listed_with_name_function_and_rule)
+{
+    fixture_init(keyfile);
+    g_autoptr(GString) s = g_string_new(NULL);
+    sluice_descriptors_foreach(collect, s);
+    ck_assert_ptr_nonnull(strstr(s->str, "two|twice|rule|1;"));
+    ck_assert_ptr_nonnull(strstr(s->str, "two|tick|rule|1;"));
+    ck_assert_ptr_nonnull(strstr(s->str, "no.such.rule|unlimited|none|1;"));
+    /* a guard registers at its first call */
+    ck_assert_ptr_null(strstr(s->str, "|guarded|"));
+    guarded();
+    g_string_truncate(s, 0);
+    sluice_descriptors_foreach(collect, s);
+    ck_assert_ptr_nonnull(strstr(s->str, "two|guarded|rule|1;"));
+    sluice_shutdown();
+}
+END_TEST
+
+/* ---- concurrency: released when the function returns --------------------------------- */
+
+static int inner_result;
+
+static int refuse(int depth)
+{
+    (void)depth;
+    return -1;
+}
+
+RATE_LIMITED_FUNCTION(int, upload, (int depth), (depth), "inflight", refuse, NULL)
+{
+    /* while this call is in flight, a nested call is refused */
+    if (depth == 0)
+        inner_result = upload(1);
+    return 1;
+}
+
+static int guarded_upload(void)
+{
+    RATE_LIMITED("inflight", return -1);
+    return 1;
+}
+
+START_TEST(concurrency_permit_is_released_when_the_body_returns)
+{
+    fixture_clock_start(1000000);
+    fixture_init(keyfile);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(upload(0), 1);
+        ck_assert_int_eq(inner_result, -1);
+    }
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(guarded_upload(), 1);
+    sluice_decision d;
+    ck_assert_int_eq(sluice_acquire("inflight", NULL, 0, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 1);
+    sluice_shutdown();
+}
+END_TEST
+
+/* ---- the error callback ---------------------------------------------------------------- */
+
+static int failed_calls;
+static char last_error[128];
+/* declared before the macro, defined after it: it may call the body */
+static int on_failure(const GError *error, const sluice_decision *verdict, int x);
+
+static int checked_busy(int x)
+{
+    (void)x;
+    return -1;
+}
+
+RATE_LIMITED_FUNCTION(int, checked, (int x), (x), "two", checked_busy, on_failure)
+{
+    return x;
+}
+
+static int on_failure(const GError *error, const sluice_decision *verdict, int x)
+{
+    failed_calls++;
+    g_strlcpy(last_error, error->message, sizeof last_error);
+    return verdict->allowed ? SLUICE_BODY(checked)(x) : -100;
+}
+
+START_TEST(error_callback_gets_the_error_and_the_policy_verdict)
+{
+    fixture_clock_start(1000000);
+    fixture_init("[sluice]\non_error = deny\n[limit:two]\nalgorithm = fixed_window\n"
+                 "limit = 2\nwindow = 10s\n");
+    sluice_testing_fail_backend(1, "redis went away");
+    ck_assert_int_eq(checked(7), -100);
+    ck_assert_int_eq(failed_calls, 1);
+    ck_assert_str_eq(last_error, "redis went away");
+    ck_assert_int_eq(checked(7), 7); /* the backend answers again */
+    sluice_shutdown();
+
+    fixture_init("[sluice]\non_error = allow\n[limit:two]\nalgorithm = fixed_window\n"
+                 "limit = 2\nwindow = 10s\n");
+    sluice_testing_fail_backend(1, "timeout");
+    ck_assert_int_eq(checked(8), 8);
+    ck_assert_int_eq(failed_calls, 2);
+    sluice_shutdown();
+}
+END_TEST
+
+START_TEST(without_error_callback_the_policy_decides)
+{
+    fixture_clock_start(1000000);
+    fixture_init("[sluice]\non_error = deny\n[limit:two]\nalgorithm = fixed_window\n"
+                 "limit = 2\nwindow = 10s\n");
+    sluice_testing_fail_backend(2, "down");
+    ck_assert_int_eq(twice(1), -1); /* degraded */
+    ck_assert_int_eq(guarded(), 0);
+    ck_assert_int_eq(twice(1), 2);
+    sluice_shutdown();
+    fixture_init("[sluice]\non_error = allow\n[limit:two]\nalgorithm = fixed_window\n"
+                 "limit = 2\nwindow = 10s\n");
+    sluice_testing_fail_backend(5, "down");
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(twice(1), 2);
+    sluice_shutdown();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("macros");
+    TCase *tc = tcase_create("forms");
+    tcase_add_test(tc, definition_form_runs_body_until_the_limit_then_degrades);
+    tcase_add_test(tc, void_function_without_parameters);
+    tcase_add_test(tc, no_argument_function_with_result);
+    tcase_add_test(tc, guard_form_runs_fallback_statement);
+    tcase_add_test(tc, guard_with_key_limits_each_key_separately);
+    tcase_add_test(tc, name_with_no_rule_runs_the_body);
+    tcase_add_test(tc, before_init_and_after_shutdown_bodies_run);
+    tcase_add_test(tc, descriptors_are_listed_with_name_function_and_rule);
+    tcase_add_test(tc, concurrency_permit_is_released_when_the_body_returns);
+    tcase_add_test(tc, error_callback_gets_the_error_and_the_policy_verdict);
+    tcase_add_test(tc, without_error_callback_the_policy_decides);
+    suite_add_tcase(s, tc);
+    return fixture_run(s);
+}

@@ -1,0 +1,79 @@
+/* What the check suites share: keyfiles in temporary files and an injected clock. */
+#include "fixture.h"
+
+#include <glib/gstdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static gint64 fake_now;
+static guint sleeps;
+
+static gint64 clock_now(gpointer user_data)
+{
+    (void)user_data;
+    return fake_now;
+}
+
+static void clock_sleep(gint64 until_us, gpointer user_data)
+{
+    (void)user_data;
+    sleeps++;
+    if (until_us > fake_now)
+        fake_now = until_us;
+}
+
+char *fixture_write_keyfile(const char *contents)
+{
+    GError *error = NULL;
+    char *path = NULL;
+    int fd = g_file_open_tmp("sluice-test-XXXXXX.ini", &path, &error);
+    ck_assert_msg(fd >= 0, "cannot create a temporary keyfile: %s", error ? error->message : "");
+    close(fd);
+    ck_assert(g_file_set_contents(path, contents, -1, NULL));
+    return path;
+}
+
+void fixture_init(const char *contents)
+{
+    g_autofree char *path = fixture_write_keyfile(contents);
+    g_autoptr(GError) error = NULL;
+    gboolean ok = sluice_init(path, &error);
+    ck_assert_msg(ok, "sluice_init: %s", error ? error->message : "?");
+    g_unlink(path);
+}
+
+void fixture_clock_start(gint64 start_us)
+{
+    fake_now = start_us;
+    sleeps = 0;
+    sluice_testing_set_clock(clock_now, clock_sleep, NULL);
+}
+
+void fixture_clock_set(gint64 now_us)
+{
+    fake_now = now_us;
+}
+
+void fixture_clock_advance_ms(gint64 ms)
+{
+    fake_now += ms * 1000;
+}
+
+gint64 fixture_clock_now(void)
+{
+    return fake_now;
+}
+
+guint fixture_clock_sleeps(void)
+{
+    return sleeps;
+}
+
+int fixture_run(Suite *suite)
+{
+    SRunner *runner = srunner_create(suite);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,38 @@
+/* What the check suites share: keyfiles in temporary files and an injected clock. */
+#ifndef SLUICE_TEST_FIXTURE_H
+#define SLUICE_TEST_FIXTURE_H
+
+#include <check.h>
+#include <glib.h>
+#include <sluice/sluice.h>
+#include <sluice/testing.h>
+
+/* Writes contents to a new temporary .ini file; returns its path (g_free it). */
+char *fixture_write_keyfile(const char *contents);
+
+/* sluice_init on a keyfile with these contents; fails the test on error. */
+void fixture_init(const char *contents);
+
+/* Installs a fake clock reading start_us. Waiting callers advance it instead of
+ * sleeping. */
+void fixture_clock_start(gint64 start_us);
+void fixture_clock_set(gint64 now_us);
+void fixture_clock_advance_ms(gint64 ms);
+gint64 fixture_clock_now(void);
+/* How many times a waiting caller slept on the fake clock, and until when last. */
+guint fixture_clock_sleeps(void);
+
+/* Runs a suite and returns the process exit status (0: every test passed). */
+int fixture_run(Suite *suite);
+
+/* Asserts every field of a decision. */
+#define ck_assert_decision(d, a, l, rem, retry, reset)                                             \
+    do {                                                                                           \
+        ck_assert_int_eq((d).allowed, (a));                                                        \
+        ck_assert_int_eq((d).limit, (l));                                                          \
+        ck_assert_int_eq((d).remaining, (rem));                                                    \
+        ck_assert_int_eq((d).retry_after_ms, (retry));                                             \
+        ck_assert_int_eq((d).reset_after_ms, (reset));                                             \
+    } while (0)
+
+#endif
