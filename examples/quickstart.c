@@ -18,7 +18,7 @@ static int export_busy(struct request *req)
     return 429;
 }
 
-RATE_LIMITED_FUNCTION(int, export_report, (struct request *req), (req), "report.export",
+RATE_LIMITED_FUNCTION(int, export_report, (struct request * req), (req), "report.export",
                       export_busy, NULL)
 {
     printf("  export #%d: ran the body\n", req->id);

@@ -92,7 +92,7 @@ typedef struct {
     const sluice__rule *rule;
     sluice__state *s;
     gint64 now;
-    gint64 need;     /* permits asked, 1 for a peek                  */
+    gint64 need;      /* permits asked, 1 for a peek                  */
     gboolean consume; /* FALSE for a peek or for more than capacity  */
     gint64 reserve_us;
 } call;
@@ -255,11 +255,15 @@ static void concurrency(const call *c, sluice__verdict *v)
     v->reset_after_us = leases->total > 0 ? runs_newest(leases) - c->now : 0;
 }
 
-void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_us,
-                    gint64 permits, gint64 reserve_us, sluice__verdict *v)
+void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits,
+                    gint64 reserve_us, sluice__verdict *v)
 {
     gint64 capacity = sluice__rule_capacity(rule);
-    call c = {rule, state, now_us, permits > 0 ? permits : 1, permits > 0 && permits <= capacity,
+    call c = {rule,
+              state,
+              now_us,
+              permits > 0 ? permits : 1,
+              permits > 0 && permits <= capacity,
               permits <= capacity ? reserve_us : 0};
 
     v->limit = capacity;

@@ -42,8 +42,8 @@ typedef struct {
 /* Decides `permits` permits (0: a peek at one) at time now_us and updates the
  * state when they are admitted. reserve_us > 0 lets a token_bucket caller that
  * would be denied reserve its tokens when they are due within reserve_us. */
-void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_us,
-                    gint64 permits, gint64 reserve_us, sluice__verdict *verdict);
+void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits,
+                    gint64 reserve_us, sluice__verdict *verdict);
 
 /* Gives back `permits` concurrency permits, oldest lease first. */
 void sluice__give_back(const sluice__rule *rule, sluice__state *state, gint64 now_us,

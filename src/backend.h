@@ -14,12 +14,12 @@ typedef struct {
     const char *name;
     /* Decides `permits` for key (NULL: the limit's single shared state) under rule,
      * as sluice__decide does. FALSE with *error when the backend failed. */
-    gboolean (*decide)(sluice__backend *backend, sluice__limiter *limiter,
-                       const sluice__rule *rule, const char *key, gint64 permits,
-                       gint64 reserve_us, sluice__verdict *verdict, GError **error);
+    gboolean (*decide)(sluice__backend *backend, sluice__limiter *limiter, const sluice__rule *rule,
+                       const char *key, gint64 permits, gint64 reserve_us, sluice__verdict *verdict,
+                       GError **error);
     /* Gives back concurrency permits; failures are logged, not returned. */
-    void (*give_back)(sluice__backend *backend, sluice__limiter *limiter,
-                      const sluice__rule *rule, const char *key, gint64 permits);
+    void (*give_back)(sluice__backend *backend, sluice__limiter *limiter, const sluice__rule *rule,
+                      const char *key, gint64 permits);
     void (*free)(sluice__backend *backend);
 } sluice__backend_funcs;
 

@@ -103,8 +103,7 @@ static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter
             if (fresh.started) { /* only an admission stores anything */
                 if (g_hash_table_size(store->keyed) >= store->sweep_at)
                     sweep(store, now);
-                g_hash_table_insert(store->keyed, g_strdup(key),
-                                    g_memdup2(&fresh, sizeof fresh));
+                g_hash_table_insert(store->keyed, g_strdup(key), g_memdup2(&fresh, sizeof fresh));
             }
         }
     }

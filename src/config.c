@@ -10,17 +10,16 @@
 
 #include "value.h"
 
-#define LIMIT_PREFIX "limit:"
+#define LIMIT_PREFIX       "limit:"
 #define DEFAULT_TIMEOUT_US (50 * 1000)
-#define DEFAULT_LEASE_US (G_GINT64_CONSTANT(60) * 1000000)
+#define DEFAULT_LEASE_US   (G_GINT64_CONSTANT(60) * 1000000)
 
 static const char *const sluice_keys[] = {"backend",  "redis",  "key_prefix", "timeout",
                                           "on_error", "reload", NULL};
-static const char *const limit_keys[] = {"algorithm", "limit",   "window", "burst",
-                                         "wait",      "mode",    "per_key", NULL};
-static const char *const algorithm_names[] = {"fixed_window", "sliding_log", "sliding_window",
-                                              "token_bucket", "gcra",        "concurrency",
-                                              NULL};
+static const char *const limit_keys[] = {"algorithm", "limit", "window",  "burst",
+                                         "wait",      "mode",  "per_key", NULL};
+static const char *const algorithm_names[] = {
+    "fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency", NULL};
 static const char *const backend_names[] = {"memory", "redis", NULL};
 static const char *const on_error_names[] = {"allow", "deny", "local", NULL};
 static const char *const mode_names[] = {"enforce", "shadow", NULL};
@@ -171,8 +170,7 @@ static void check_rule(reader *r, const sluice__rule *rule, gboolean has_burst)
         rule->limit > ((G_GINT64_CONSTANT(1) << 52) / (rule->window_us / 1000))) {
         why = g_strdup_printf("too large for sliding_window over %s: limit × window in ms must "
                               "stay under 2^52; at most %" G_GINT64_FORMAT,
-                              window,
-                              (G_GINT64_CONSTANT(1) << 52) / (rule->window_us / 1000));
+                              window, (G_GINT64_CONSTANT(1) << 52) / (rule->window_us / 1000));
         g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->limit);
         report(r, "limit", v, why);
     }

@@ -137,9 +137,16 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
             break;
         }
         gint64 now = sluice__clock_now();
-        if (wait_us <= 0 || v.retry_after_us < 0 || now + v.retry_after_us > deadline)
+        gint64 due = now + v.retry_after_us;
+        if (wait_us <= 0 || v.retry_after_us < 0 || now >= deadline)
             break;
-        sleep_until(now + v.retry_after_us);
+        if (due > deadline) {
+            /* not due in time; only a release (concurrency) can free permits sooner */
+            if (rule->algorithm != SLUICE__CONCURRENCY)
+                break;
+            due = deadline;
+        }
+        sleep_until(due);
     }
     to_decision(&v, out);
     if (v.allowed && permits > 0 && rule->algorithm == SLUICE__CONCURRENCY)

@@ -1,7 +1,7 @@
 /* The GError domain of sluice and the messages of its codes, from one table. */
 #include <sluice/error.h>
 
-G_DEFINE_QUARK(sluice-error-quark, sluice_error)
+G_DEFINE_QUARK(sluice - error - quark, sluice_error)
 
 const char *sluice_strerror(sluice_error_code code)
 {

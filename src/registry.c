@@ -170,8 +170,8 @@ void sluice_descriptors_foreach(sluice_descriptor_func fn, gpointer user_data)
     g_return_if_fail(fn != NULL);
     g_rw_lock_reader_lock(&lock);
     for (sluice_descriptor *d = g_atomic_pointer_get(&descriptors); d; d = d->priv_next) {
-        sluice__limiter *limiter = active ? g_hash_table_lookup(limiters, d->name ? d->name : "")
-                                          : NULL;
+        sluice__limiter *limiter =
+            active ? g_hash_table_lookup(limiters, d->name ? d->name : "") : NULL;
         fn(d, limiter && sluice__limiter_rule(limiter) != NULL, user_data);
     }
     g_rw_lock_reader_unlock(&lock);

@@ -24,21 +24,20 @@ typedef enum {
 typedef struct {
     sluice__algorithm algorithm;
     sluice__on_error on_error;
-    gboolean shadow;      /* mode = shadow                                       */
-    gboolean per_key;     /* the key splits the limit                            */
-    gint64 limit;         /* permits per window; concurrency: calls in flight     */
-    gint64 burst;         /* token_bucket, gcra: capacity                         */
-    gint64 window_us;     /* window; concurrency: lease lifetime                  */
-    gint64 wait_us;       /* how long a decorated call may wait                   */
-    gint64 interval_us;   /* token_bucket, gcra: window / limit, rounded down     */
+    gboolean shadow;    /* mode = shadow                                       */
+    gboolean per_key;   /* the key splits the limit                            */
+    gint64 limit;       /* permits per window; concurrency: calls in flight     */
+    gint64 burst;       /* token_bucket, gcra: capacity                         */
+    gint64 window_us;   /* window; concurrency: lease lifetime                  */
+    gint64 wait_us;     /* how long a decorated call may wait                   */
+    gint64 interval_us; /* token_bucket, gcra: window / limit, rounded down     */
 } sluice__rule;
 
 /* Most permits that can ever pass at once: burst for token_bucket and gcra. */
 static inline gint64 sluice__rule_capacity(const sluice__rule *rule)
 {
-    return rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA
-               ? rule->burst
-               : rule->limit;
+    return rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA ? rule->burst
+                                                                                      : rule->limit;
 }
 
 /* TRUE when two rules keep state the same way, so state of one serves the other. */

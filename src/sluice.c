@@ -104,8 +104,7 @@ static gboolean invalid(GError **error, const char *what)
     return FALSE;
 }
 
-static gboolean check_arguments(const char *name, const char *key, gint64 permits,
-                                GError **error)
+static gboolean check_arguments(const char *name, const char *key, gint64 permits, GError **error)
 {
     if (!name)
         return invalid(error, "name is NULL; expected the name of a limit");

@@ -9,8 +9,8 @@ G_BEGIN_DECLS
 
 /* Return codes of sluice_acquire and sluice_acquire_wait. */
 #define SLUICE_ALLOWED 1
-#define SLUICE_DENIED 0
-#define SLUICE_ERROR (-1)
+#define SLUICE_DENIED  0
+#define SLUICE_ERROR   (-1)
 
 typedef struct {
     gboolean allowed;

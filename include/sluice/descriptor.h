@@ -11,13 +11,13 @@ G_BEGIN_DECLS
  * tools read name, file, line and function. The priv_ fields are sluice's. */
 typedef struct sluice_descriptor sluice_descriptor;
 struct sluice_descriptor {
-    const char *name;     /* the limit's name, as in [limit:NAME]             */
-    const char *file;     /* where the macro stands                           */
-    int line;             /*                                                  */
-    const char *function; /* the decorated function                           */
-    gpointer priv_limiter;         /* bound limiter, loaded atomically        */
-    sluice_descriptor *priv_next;  /* the registry's list                     */
-    gint priv_registered;          /* linked into the registry (atomic)       */
+    const char *name;             /* the limit's name, as in [limit:NAME]             */
+    const char *file;             /* where the macro stands                           */
+    int line;                     /*                                                  */
+    const char *function;         /* the decorated function                           */
+    gpointer priv_limiter;        /* bound limiter, loaded atomically        */
+    sluice_descriptor *priv_next; /* the registry's list                     */
+    gint priv_registered;         /* linked into the registry (atomic)       */
 };
 
 /* Calls fn for every registered descriptor, in registration order reversed:

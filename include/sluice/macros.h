@@ -41,8 +41,8 @@ G_BEGIN_DECLS
  *    call's argument list. A function with no parameters: params (void), args ().
  *    A function returning void: RATE_LIMITED_VOID_FUNCTION(fn, params, args, name,
  *    degrade, error). `ret` is a plain type: to make the function static, declare it
- *    static (`static int f(int);`) before the macro. The descriptor is linked into the registry by a constructor
- *    before main, without allocating. SLUICE_BODY(fn) names the undecorated body.
+ *    static (`static int f(int);`) before the macro. The descriptor is linked into the registry by
+ * a constructor before main, without allocating. SLUICE_BODY(fn) names the undecorated body.
  *
  *    `degrade` has the function's own signature and answers when the limit says no.
  *    `error` is NULL (written literally): when the limiter itself fails, the
@@ -60,7 +60,7 @@ G_BEGIN_DECLS
  * returns (GCC/Clang cleanup attribute). Errors of the body are the body's own.
  */
 
-#define RATE_LIMITED(name, fallback) SLUICE__GUARD(name, NULL, fallback, __LINE__)
+#define RATE_LIMITED(name, fallback)          SLUICE__GUARD(name, NULL, fallback, __LINE__)
 #define RATE_LIMITED_KEY(name, key, fallback) SLUICE__GUARD(name, key, fallback, __LINE__)
 
 #define RATE_LIMITED_FUNCTION(ret, fn, params, args, name, degrade, error)                         \
@@ -105,15 +105,19 @@ SLUICE_API void sluice__leave(sluice_lease *lease);
 /* Links a definition-form descriptor into the registry (constructor, no allocation). */
 SLUICE_API void sluice__register(sluice_descriptor *descriptor);
 
-#define SLUICE__DESCRIPTOR(name, function) {(name), __FILE__, __LINE__, (function), NULL, NULL, 0}
-#define SLUICE__LEASE(var) __attribute__((cleanup(sluice__leave))) sluice_lease var = {NULL, NULL, 0}
-#define SLUICE__CAT(a, b) SLUICE__CAT_I(a, b)
-#define SLUICE__CAT_I(a, b) a##b
-#define SLUICE__STRIP(...) __VA_ARGS__
-#define SLUICE__SECOND(...) SLUICE__SECOND_I(__VA_ARGS__, ~)
+#define SLUICE__DESCRIPTOR(name, function)                                                         \
+    {                                                                                              \
+        (name), __FILE__, __LINE__, (function), NULL, NULL, 0                                      \
+    }
+#define SLUICE__LEASE(var)                                                                         \
+    __attribute__((cleanup(sluice__leave))) sluice_lease var = {NULL, NULL, 0}
+#define SLUICE__CAT(a, b)           SLUICE__CAT_I(a, b)
+#define SLUICE__CAT_I(a, b)         a##b
+#define SLUICE__STRIP(...)          __VA_ARGS__
+#define SLUICE__SECOND(...)         SLUICE__SECOND_I(__VA_ARGS__, ~)
 #define SLUICE__SECOND_I(a, b, ...) b
 /* 1 when the (pasted) error argument was the literal NULL, else 0. */
-#define SLUICE__IS_NULL_NULL ~, 1
+#define SLUICE__IS_NULL_NULL    ~, 1
 #define SLUICE__IS_NULL(pasted) SLUICE__SECOND(pasted, 0)
 #define SLUICE__VOID_RETURN(expr)                                                                  \
     do {                                                                                           \
@@ -128,15 +132,14 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
     if (sluice__enter(&SLUICE__CAT(sluice__descriptor_, line), (key),                              \
                       &SLUICE__CAT(sluice__lease_, line), NULL, NULL) != SLUICE__RUN) {            \
         fallback;                                                                                  \
-    }                                                                                              \
-    else                                                                                           \
+    } else                                                                                         \
         (void)0
 
 #define SLUICE__DEFINE_HEAD(ret, fn, params, name)                                                 \
     ret fn params;                                                                                 \
     static ret SLUICE_BODY(fn) params;                                                             \
     static sluice_descriptor fn##__sluice_descriptor = SLUICE__DESCRIPTOR(name, #fn);              \
-    __attribute__((constructor)) static void fn##__sluice_register(void)                          \
+    __attribute__((constructor)) static void fn##__sluice_register(void)                           \
     {                                                                                              \
         sluice__register(&fn##__sluice_descriptor);                                                \
     }

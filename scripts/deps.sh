@@ -1,0 +1,21 @@
+# Sourced by scripts/demo and scripts/test: installs the Debian 12 packages sluice
+# needs when they are missing (as root through apt-get; otherwise says what to install).
+SLUICE_DEBIAN_PACKAGES=(build-essential cmake pkg-config libglib2.0-dev check libhiredis-dev redis-server)
+
+sluice_install_deps() {
+    local missing=()
+    for p in "${SLUICE_DEBIAN_PACKAGES[@]}" "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "sluice: installing ${missing[*]}" >&2
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null; then
+            sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+            return
+        fi
+        echo "sluice: run as root, or install: apt-get install ${missing[*]}" >&2
+        return 1
+    fi
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+}
