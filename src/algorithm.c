@@ -250,6 +250,7 @@ static void concurrency(const call *c, sluice__verdict *v)
     if (v->allowed && c->consume) {
         runs_push(leases, c->now + c->rule->window_us, c->need);
         c->s->started = TRUE;
+        v->leased = c->need;
     }
     v->remaining = limit - leases->total;
     v->reset_after_us = leases->total > 0 ? runs_newest(leases) - c->now : 0;
@@ -268,6 +269,7 @@ void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_u
 
     v->limit = capacity;
     v->wait_us = 0;
+    v->leased = 0;
     if (c.need > capacity)
         c.need = capacity + 1; /* keeps the arithmetic small; denied either way */
     switch (rule->algorithm) {

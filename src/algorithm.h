@@ -37,6 +37,7 @@ typedef struct {
     gint64 retry_after_us; /* -1 when allowed or never                        */
     gint64 reset_after_us; /* until back to full capacity                     */
     gint64 wait_us;        /* > 0: admitted on reservation, due after this    */
+    gint64 leased;         /* concurrency permits taken, to be given back     */
 } sluice__verdict;
 
 /* Decides `permits` permits (0: a peek at one) at time now_us and updates the

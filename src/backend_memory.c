@@ -90,6 +90,11 @@ static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter
 
     g_mutex_lock(&store->lock);
     gint64 now = sluice__clock_now(); /* under the lock: times stay in order */
+    /* the newest rule, not the caller's: a caller that read the rule before a
+     * reload must not take the state back to the old rule's shape */
+    const sluice__rule *current = sluice__limiter_rule(limiter);
+    if (current)
+        rule = current;
     reshape(store, rule);
     if (!key) {
         sluice__decide(rule, &store->keyless, now, permits, reserve_us, verdict);

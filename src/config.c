@@ -8,6 +8,7 @@
 
 #include <sluice/error.h>
 
+#include "redis_url.h"
 #include "value.h"
 
 #define LIMIT_PREFIX       "limit:"
@@ -29,44 +30,109 @@ const char *sluice__algorithm_name(sluice__algorithm algorithm)
     return algorithm_names[algorithm];
 }
 
+/* A problem and where it stands in the file, so the report follows the file. */
+typedef struct {
+    gsize group_at, key_at, seq;
+    char *text;
+} found;
+
 /* One pass over one keyfile: where we are, and every problem found so far. */
 typedef struct {
     const char *path;
     GKeyFile *keyfile;
     const char *group;
-    GString *problems;
+    gsize group_at; /* the group's position in the file  */
+    GStrv keys;     /* the group's keys, in file order   */
+    GArray *problems;
 } reader;
 
-static void problem(reader *r, const char *key, const char *value, const char *why)
+static gsize key_position(reader *r, const char *key)
 {
-    if (r->problems->len > 0)
-        g_string_append_c(r->problems, '\n');
-    g_string_append_printf(r->problems, "%s: [%s]", r->path, r->group);
-    if (key)
-        g_string_append_printf(r->problems, " %s", key);
-    if (value)
-        g_string_append_printf(r->problems, " = %s", value);
-    g_string_append_printf(r->problems, ": %s", why);
+    for (gsize i = 0; key && r->keys && r->keys[i]; i++)
+        if (strcmp(r->keys[i], key) == 0)
+            return i + 1;
+    return key ? G_MAXSIZE : 0; /* a missing key: after the group's keys */
 }
 
-/* The value of key in the current group without its comment ("5  # permits" -> "5"),
- * or NULL when the key is absent or its value is not UTF-8 (reported). */
+/* Records "PATH: [GROUP] KEY = VALUE: WHY"; names that are not UTF-8 are shown
+ * with U+FFFD so that the message itself is valid UTF-8. */
+static void problem(reader *r, const char *key, const char *value, const char *why)
+{
+    g_autofree char *group = g_utf8_make_valid(r->group, -1);
+    GString *text = g_string_new(NULL);
+    g_string_append_printf(text, "%s: [%s]", r->path, group);
+    if (key) {
+        g_autofree char *k = g_utf8_make_valid(key, -1);
+        g_string_append_printf(text, " %s", k);
+    }
+    if (value)
+        g_string_append_printf(text, " = %s", value);
+    g_string_append_printf(text, ": %s", why);
+    found f = {r->group_at, key_position(r, key), r->problems->len, g_string_free(text, FALSE)};
+    g_array_append_val(r->problems, f);
+}
+
+static gint by_position(gconstpointer a, gconstpointer b)
+{
+    const found *x = a, *y = b;
+    if (x->group_at != y->group_at)
+        return x->group_at < y->group_at ? -1 : 1;
+    if (x->key_at != y->key_at)
+        return x->key_at < y->key_at ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Every problem in file order, one per line; NULL when there are none. */
+static char *report_all(reader *r)
+{
+    if (r->problems->len == 0)
+        return NULL;
+    g_array_sort(r->problems, by_position);
+    GString *all = g_string_new(NULL);
+    for (guint i = 0; i < r->problems->len; i++)
+        g_string_append_printf(all, "%s%s", i ? "\n" : "",
+                               g_array_index(r->problems, found, i).text);
+    return g_string_free(all, FALSE);
+}
+
+static void found_clear(gpointer p)
+{
+    g_free(((found *)p)->text);
+}
+
+/* Makes `group`, the index-th group of the file, the current one. */
+static void enter_group(reader *r, const char *group, gsize index)
+{
+    r->group = group;
+    r->group_at = index;
+    g_strfreev(r->keys);
+    r->keys = g_key_file_get_keys(r->keyfile, group, NULL, NULL);
+}
+
+/* The value of key in the current group without its comment ("5  # permits" -> "5":
+ * a # after white space starts a comment), or NULL when the key is absent, or its
+ * value is empty or not UTF-8 (reported). */
 static char *value_of(reader *r, const char *key)
 {
     g_autofree char *raw = g_key_file_get_value(r->keyfile, r->group, key, NULL);
     if (!raw)
         return NULL;
-    if (!g_utf8_validate(raw, -1, NULL)) {
-        problem(r, key, NULL, "not valid UTF-8");
-        return NULL;
-    }
     for (char *p = raw; *p; p++) {
-        if ((*p == '#' || *p == ';') && (p == raw || g_ascii_isspace(p[-1]))) {
+        if (*p == '#' && (p == raw || g_ascii_isspace(p[-1]))) {
             *p = '\0';
             break;
         }
     }
-    return g_strdup(g_strstrip(raw));
+    g_strstrip(raw);
+    if (!g_utf8_validate(raw, -1, NULL)) {
+        problem(r, key, NULL, "not valid UTF-8");
+        return NULL;
+    }
+    if (*raw == '\0') {
+        problem(r, key, NULL, "no value");
+        return NULL;
+    }
+    return g_steal_pointer(&raw);
 }
 
 static gboolean has_key(reader *r, const char *key)
@@ -145,27 +211,45 @@ static void read_sluice_group(reader *r, sluice__config *c)
     }
     g_autofree char *url = value_of(r, "redis");
     if (url) {
-        if (!g_str_has_prefix(url, "redis://") && !g_str_has_prefix(url, "unix://") &&
-            !g_str_has_prefix(url, "redis+unix://"))
-            /* the URL may hold a password: it is not repeated in the message */
-            problem(r, "redis", NULL,
-                    "expected redis://[user:password@]host[:port][/db] or unix:///path.sock");
+        sluice__redis_url parsed;
+        char *why = NULL;
+        if (sluice__redis_url_parse(url, &parsed, &why))
+            sluice__redis_url_clear(&parsed);
+        else
+            report(r, "redis", NULL, why); /* the URL may hold a password: not repeated */
         g_free(c->redis_url);
         c->redis_url = g_steal_pointer(&url);
     }
 }
 
+/* The largest x with x * x <= n. */
+static gint64 isqrt(gint64 n)
+{
+    gint64 x = n, y = (n + 1) / 2; /* Newton's method, from above */
+    while (y < x) {
+        x = y;
+        y = (x + n / x) / 2;
+    }
+    return x;
+}
+
+/* burst where the algorithm has none. */
+static void check_burst(reader *r, sluice__algorithm algorithm)
+{
+    if (algorithm == SLUICE__TOKEN_BUCKET || algorithm == SLUICE__GCRA)
+        return;
+    g_autofree char *v = value_of(r, "burst");
+    if (v)
+        report(r, "burst", v,
+               g_strdup_printf("applies only to token_bucket and gcra, not %s",
+                               sluice__algorithm_name(algorithm)));
+}
+
 /* The checks that involve more than one value of a rule. */
-static void check_rule(reader *r, const sluice__rule *rule, gboolean has_burst)
+static void check_rule(reader *r, const sluice__rule *rule)
 {
     g_autofree char *window = sluice__format_duration(rule->window_us);
     char *why;
-
-    if (has_burst && rule->algorithm != SLUICE__TOKEN_BUCKET && rule->algorithm != SLUICE__GCRA) {
-        report(r, "burst", NULL,
-               g_strdup_printf("applies only to token_bucket and gcra, not %s",
-                               sluice__algorithm_name(rule->algorithm)));
-    }
     if (rule->algorithm == SLUICE__SLIDING_WINDOW &&
         rule->limit > ((G_GINT64_CONSTANT(1) << 52) / (rule->window_us / 1000))) {
         why = g_strdup_printf("too large for sliding_window over %s: limit × window in ms must "
@@ -177,10 +261,22 @@ static void check_rule(reader *r, const sluice__rule *rule, gboolean has_burst)
     if (rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA) {
         g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->limit);
         g_autofree char *b = g_strdup_printf("%" G_GINT64_FORMAT, rule->burst);
+        gint64 q = rule->window_us / rule->limit, rest = rule->window_us % rule->limit;
         if (rule->limit > rule->window_us) {
             why = g_strdup_printf("more than one permit per microsecond over %s; at most "
                                   "%" G_GINT64_FORMAT,
                                   window, rule->window_us);
+            report(r, "limit", v, why);
+        } else if (rest >= q) {
+            /* the interval is whole microseconds: window / limit rounded down would
+             * let more than `limit` permits through in one window */
+            why = g_strdup_printf(
+                "%s / %s is %" G_GINT64_FORMAT ".%02" G_GINT64_FORMAT
+                " µs per permit, and %s counts whole microseconds, which would let more "
+                "than %s through in %s; expected a limit that divides %" G_GINT64_FORMAT
+                " or at most %" G_GINT64_FORMAT,
+                window, v, q, rest * 100 / rule->limit, sluice__algorithm_name(rule->algorithm), v,
+                window, rule->window_us, isqrt(rule->window_us));
             report(r, "limit", v, why);
         } else if (rule->burst > SLUICE__MAX_DURATION_US / rule->interval_us) {
             why = g_strdup_printf("too large: refilling it would take more than 36500d; "
@@ -200,6 +296,8 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     check_keys(r, limit_keys);
     if (*name == '\0')
         problem(r, NULL, NULL, "the limit has no name; expected [limit:NAME]");
+    else if (!g_utf8_validate(name, -1, NULL))
+        problem(r, NULL, NULL, "the limit name is not valid UTF-8");
 
     read_choice(r, "algorithm", algorithm_names, &algorithm);
     rule->algorithm = algorithm;
@@ -223,9 +321,10 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     rule->shadow = mode == 1;
     read_bool(r, "per_key", &rule->per_key);
 
+    check_burst(r, rule->algorithm);
     if (r->problems->len == before && rule->window_us > 0 && rule->limit > 0) {
         rule->interval_us = rule->window_us / rule->limit;
-        check_rule(r, rule, has_key(r, "burst"));
+        check_rule(r, rule);
     }
     if (r->problems->len != before) {
         g_free(rule);
@@ -254,33 +353,37 @@ sluice__config *sluice__config_parse(const char *data, gsize length, const char 
     g_autoptr(GKeyFile) keyfile = g_key_file_new();
     g_autoptr(GError) local = NULL;
     g_auto(GStrv) groups = NULL;
-    reader r = {path, keyfile, NULL, g_string_new(NULL)};
+    g_autoptr(GArray) problems = g_array_new(FALSE, FALSE, sizeof(found));
+    reader r = {path, keyfile, NULL, 0, NULL, problems};
 
+    g_array_set_clear_func(problems, found_clear);
     c->path = g_strdup(path);
     if (!g_key_file_load_from_data(keyfile, data, length, G_KEY_FILE_NONE, &local)) {
         g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, "%s: %s", path,
                     local->message);
-        g_string_free(r.problems, TRUE);
         return NULL;
     }
     groups = g_key_file_get_groups(keyfile, NULL);
-    if (g_key_file_has_group(keyfile, "sluice")) {
-        r.group = "sluice";
-        read_sluice_group(&r, c);
+    /* [sluice] first, wherever it stands: the rules take its on_error */
+    for (gsize i = 0; groups[i]; i++) {
+        if (strcmp(groups[i], "sluice") == 0) {
+            enter_group(&r, groups[i], i);
+            read_sluice_group(&r, c);
+        }
     }
     for (gsize i = 0; groups[i]; i++) {
-        r.group = groups[i];
+        enter_group(&r, groups[i], i);
         if (g_str_has_prefix(groups[i], LIMIT_PREFIX))
             read_limit_group(&r, groups[i] + strlen(LIMIT_PREFIX), c);
         else if (strcmp(groups[i], "sluice") != 0)
             problem(&r, NULL, NULL, "unknown group; expected [sluice] or [limit:NAME]");
     }
-    if (r.problems->len > 0) {
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, r.problems->str);
-        g_string_free(r.problems, TRUE);
+    g_strfreev(r.keys);
+    g_autofree char *all = report_all(&r);
+    if (all) {
+        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, all);
         return NULL;
     }
-    g_string_free(r.problems, TRUE);
     return g_steal_pointer(&c);
 }
 

@@ -75,7 +75,7 @@ static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const ch
         b->funcs->decide(b, limiter, rule, key, permits, reserve_us, v, &failure))
         return TRUE;
 
-    *v = (sluice__verdict){FALSE, sluice__rule_capacity(rule), 0, -1, 0, 0};
+    *v = (sluice__verdict){FALSE, sluice__rule_capacity(rule), 0, -1, 0, 0, 0};
     switch (rule->on_error) {
     case SLUICE__ON_ERROR_ALLOW:
         v->allowed = TRUE;
@@ -149,8 +149,7 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
         sleep_until(due);
     }
     to_decision(&v, out);
-    if (v.allowed && permits > 0 && rule->algorithm == SLUICE__CONCURRENCY)
-        *taken = permits;
+    *taken = v.leased;
     if (rule->shadow && !v.allowed) {
         out->allowed = TRUE; /* shadow: decided and counted, never enforced */
         out->retry_after_ms = -1;

@@ -91,6 +91,10 @@ gboolean sluice__parse_duration(const char *text, gint64 min_us, gint64 max_us, 
             *out_us = 0;
             return TRUE;
         }
+        if (v == 0) {
+            *why = g_strdup("must be greater than 0");
+            return FALSE;
+        }
         *why = g_strdup_printf("missing unit, e.g. %.20ss", text);
         return FALSE;
     }

@@ -66,11 +66,11 @@ START_TEST(the_most_permits_are_denied_without_overflow)
 {
     sluice_decision d;
     fixture_clock_start(1000000);
-    fixture_init("[limit:gcra]\nalgorithm = gcra\nlimit = 1125899906842624\nwindow = 36500d\n"
+    fixture_init("[limit:gcra]\nalgorithm = gcra\nlimit = 788400000000000\nwindow = 36500d\n"
                  "[limit:log]\nalgorithm = sliding_log\nlimit = 3\nwindow = 36500d\n");
     ck_assert_int_eq(sluice_acquire("gcra", NULL, G_MAXINT64, &d, NULL), SLUICE_DENIED);
     ck_assert_int_eq(d.retry_after_ms, -1);
-    ck_assert_int_eq(sluice_acquire("gcra", NULL, 1125899906842624, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(sluice_acquire("gcra", NULL, 788400000000000, &d, NULL), SLUICE_ALLOWED);
     ck_assert_int_eq(d.remaining, 0);
     ck_assert_int_eq(sluice_acquire("log", NULL, G_MAXINT64, &d, NULL), SLUICE_DENIED);
     ck_assert_decision(d, FALSE, 3, 3, -1, 0);

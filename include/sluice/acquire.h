@@ -54,7 +54,8 @@ SLUICE_API int sluice_acquire(const char *name, const char *key, gint64 permits,
  * for the permits: it sleeps exactly until they are due and never polls. A
  * token_bucket waiter reserves its tokens when it starts waiting, so no later
  * caller takes them. Returns at once when the permits can never pass or are not
- * due within timeout_ms. */
+ * due within timeout_ms; a concurrency waiter instead waits up to timeout_ms for
+ * a release (sluice_release wakes it at once). */
 SLUICE_API int sluice_acquire_wait(const char *name, const char *key, gint64 permits,
                                    gint64 timeout_ms, sluice_decision *out, GError **error);
 
