@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs sluice into a temporary prefix and builds examples/quickstart.c outside the
+# tree twice, with pkg-config and with find_package(sluice); both must run and pass.
+set -euo pipefail
+build=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+pcdir=$(dirname "$(find "$work/prefix" -name sluice.pc)")
+libdir=$(dirname "$pcdir")
+
+# 1. pkg-config
+export PKG_CONFIG_PATH=$pcdir
+cc -std=gnu11 -Wall -Wextra -Werror "$src/examples/quickstart.c" -o "$work/quickstart" \
+    $(pkg-config --cflags --libs sluice)
+LD_LIBRARY_PATH=$libdir "$work/quickstart" "$src/examples/quickstart.ini" >"$work/out.txt"
+grep -q "export #5: ran the body" "$work/out.txt"
+grep -q "export #6: degraded" "$work/out.txt"
+# only the public API is exported
+if nm -D --defined-only "$libdir/libsluice.so" | awk '{print $3}' | grep -v '^sluice_\|^sluice__enter$\|^sluice__leave$\|^sluice__register$' | grep -q .; then
+    echo "symbols exported beyond the public API:" >&2
+    nm -D --defined-only "$libdir/libsluice.so" | awk '{print $3}' | grep -v '^sluice' >&2
+    exit 1
+fi
+
+# 2. find_package(sluice), static archive
+mkdir -p "$work/consumer"
+cp "$src/examples/quickstart.c" "$work/consumer/"
+cat >"$work/consumer/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(consumer C)
+find_package(sluice REQUIRED)
+add_executable(quickstart quickstart.c)
+target_link_libraries(quickstart PRIVATE sluice::sluice_static)
+CMAKE
+cmake -S "$work/consumer" -B "$work/consumer/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/consumer/build" >/dev/null
+"$work/consumer/build/quickstart" "$src/examples/quickstart.ini" >/dev/null
+echo "install_consumer: pkg-config and find_package consumers built and passed"
