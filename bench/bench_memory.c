@@ -1,10 +1,11 @@
 /* bench_memory: how fast the memory backend decides, on one and two threads, and
  * what a decorated call whose name has no rule costs next to a plain call.
  *
- * Prints one table (figure, value, target, PASS/MISS). Every figure is the median
- * of ROUNDS rounds, each of which calls the operation for at least ROUND_NS on a
- * monotonic clock. It exits 0 whatever the figures are (a benchmark, not a test)
- * and 1 when sluice cannot be set up. Run it with scripts/bench. */
+ * Prints one table (figure, value, target, PASS/MISS). Every figure is the best of
+ * ROUNDS rounds, shown with the median round; a round calls the operation in batches of BATCH calls
+ * for at least ROUND_NS on the monotonic clock, and its ns/call is that of its median batch. It
+ * exits 0 whatever the figures are (a benchmark, not a test) and 1 when sluice cannot be set up.
+ * Run it with scripts/bench; bench/README.md explains the figures. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@
 #define SLUICE_BENCH_BUILD_TYPE "unknown"
 #endif
 
-#define ROUNDS      5
+#define ROUNDS      7
 #define ROUND_NS    (300 * G_GINT64_CONSTANT(1000000)) /* each round runs at least 0.3 s */
 #define BATCH       1024                               /* calls between two clock reads */
 #define KEYS        1000                               /* rotating keys of the per-key case */
@@ -46,7 +47,8 @@ static const char keyfile[] = "# written by bench_memory: limits that never say 
                               "window = 1s\n"
                               "per_key = true\n";
 
-/* Keeps results alive so that the compiler cannot drop or hoist a call. */
+/* The side effect of the measured bodies: a volatile write on every call, so the
+ * compiler can neither drop nor hoist one. */
 static volatile gint64 sink;
 
 static char *keys[KEYS];
@@ -60,7 +62,7 @@ static char *keys[KEYS];
 #define BENCH_OPAQUE __attribute__((noipa))
 #endif
 
-/* degrade callbacks: 0 says "not admitted" to the loop that counts */
+/* The degrade callback: 0 tells the loops that count that a call was not admitted. */
 static int denied_int(int x)
 {
     (void)x;
@@ -169,10 +171,10 @@ static guint64 op_norule_guard(guint64 first, guint n)
 
 /* ---- timing ------------------------------------------------------------------- */
 
-static gint64 now_ns(void)
+static gint64 clock_ns(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (gint64)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
@@ -184,22 +186,41 @@ typedef struct {
     guint64 calls;
     guint64 admitted;
     gint64 elapsed_ns;
+    gint64 cpu_ns;     /* time on a CPU: less than elapsed when preempted or asleep */
+    double typical_ns; /* per call, in the median batch                        */
 } worker;
 
-/* Calls the operation in batches until ROUND_NS has passed. */
+static int compare_guint32(const void *a, const void *b)
+{
+    guint32 x = *(const guint32 *)a, y = *(const guint32 *)b;
+    return (x > y) - (x < y);
+}
+
+/* Calls the operation in batches until ROUND_NS has passed on the monotonic clock,
+ * timing every batch: the median batch is what a call costs when the thread is
+ * not preempted (a batch lasts a few microseconds, a time slice milliseconds). */
 static gpointer work(gpointer p)
 {
     worker *w = p;
+    GArray *batches = g_array_sized_new(FALSE, FALSE, sizeof(guint32), 1 << 18);
     g_atomic_int_inc(w->ready);
     while (!g_atomic_int_get(w->start))
-        ; /* spin: both threads start within a few hundred ns */
-    gint64 t0 = now_ns(), t;
+        ; /* spin: the threads start within a few hundred ns of each other */
+    gint64 cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    gint64 t0 = clock_ns(CLOCK_MONOTONIC), t = t0, last;
     guint64 calls = 0, admitted = 0;
     do {
+        last = t;
         admitted += w->op(w->first + calls, BATCH);
         calls += BATCH;
-        t = now_ns();
+        t = clock_ns(CLOCK_MONOTONIC);
+        guint32 batch_ns = (guint32)MIN(t - last, G_MAXUINT32);
+        g_array_append_val(batches, batch_ns);
     } while (t - t0 < ROUND_NS);
+    w->cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    qsort(batches->data, batches->len, sizeof(guint32), compare_guint32);
+    w->typical_ns = g_array_index(batches, guint32, batches->len / 2) / (double)BATCH;
+    g_array_free(batches, TRUE);
     w->calls = calls;
     w->admitted = admitted;
     w->elapsed_ns = t - t0;
@@ -208,8 +229,9 @@ static gpointer work(gpointer p)
 
 /* One round's figures. */
 typedef struct {
-    double ns_per_call;   /* per thread: what one call costs its caller */
+    double ns_per_call;   /* per thread: a call in the median batch      */
     double calls_per_sec; /* all threads together                        */
+    double on_cpu;        /* share of the round the threads were on a CPU */
     guint64 not_admitted; /* must stay 0: the limits never say no        */
 } sample;
 
@@ -219,11 +241,11 @@ static sample run_round(bench_op op, guint threads)
     worker w[THREADS_MAX];
     GThread *t[THREADS_MAX];
     gint ready = 0, start = 0;
-    sample s = {0, 0, 0};
+    sample s = {0, 0, 0, 0};
 
     g_assert(threads >= 1 && threads <= THREADS_MAX);
     for (guint i = 0; i < threads; i++) {
-        w[i] = (worker){op, (guint64)i * (KEYS / THREADS_MAX), &ready, &start, 0, 0, 0};
+        w[i] = (worker){op, (guint64)i * (KEYS / THREADS_MAX), &ready, &start, 0, 0, 0, 0, 0};
         t[i] = g_thread_new("bench", work, &w[i]);
     }
     while (g_atomic_int_get(&ready) < (gint)threads)
@@ -231,8 +253,9 @@ static sample run_round(bench_op op, guint threads)
     g_atomic_int_set(&start, 1);
     for (guint i = 0; i < threads; i++) {
         g_thread_join(t[i]);
-        s.ns_per_call += (double)w[i].elapsed_ns / (double)w[i].calls / threads;
+        s.ns_per_call += w[i].typical_ns / threads;
         s.calls_per_sec += (double)w[i].calls * 1e9 / (double)w[i].elapsed_ns;
+        s.on_cpu += (double)w[i].cpu_ns / (double)w[i].elapsed_ns / threads;
         s.not_admitted += w[i].calls - w[i].admitted;
     }
     return s;
@@ -244,100 +267,163 @@ static int compare_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(const double *values, guint n)
+static double median(const double *values)
 {
     double sorted[ROUNDS];
-    memcpy(sorted, values, n * sizeof *values);
-    qsort(sorted, n, sizeof *sorted, compare_double);
-    return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    memcpy(sorted, values, sizeof sorted);
+    qsort(sorted, ROUNDS, sizeof *sorted, compare_double);
+    return ROUNDS % 2 ? sorted[ROUNDS / 2] : (sorted[ROUNDS / 2 - 1] + sorted[ROUNDS / 2]) / 2;
 }
 
-static double best(const double *values, guint n)
+static double best(const double *values)
 {
     double b = values[0];
-    for (guint i = 1; i < n; i++)
+    for (guint i = 1; i < ROUNDS; i++)
         b = MIN(b, values[i]);
     return b;
 }
 
-/* ---- the table ---------------------------------------------------------------- */
+/* ---- the table ----------------------------------------------------------------- */
 
-static guint misses;
+#define ON_CPU_MIN 0.9 /* below this share a row is marked: its threads waited */
+
+static guint targets, misses, marked;
+static const char *only; /* argv[1]: measure only the figures whose name contains it */
+
+static gboolean wanted(const char *figure)
+{
+    return !only || strstr(figure, only) != NULL;
+}
+
+/* The rounds of one figure. */
+typedef struct {
+    double ns[ROUNDS];      /* per call, per thread */
+    double per_sec[ROUNDS]; /* all threads          */
+    double on_cpu[ROUNDS];
+} rounds;
+
+static void record(rounds *r, guint i, const sample *s)
+{
+    r->ns[i] = s->ns_per_call;
+    r->per_sec[i] = s->calls_per_sec;
+    r->on_cpu[i] = s->on_cpu;
+}
+
+/* One line of the table. */
+typedef struct {
+    const char *figure;
+    guint threads;
+    double ns;        /* the figure: the best round           */
+    double median_ns; /* the median round                      */
+    double per_sec;   /* calls/s in the best round; 0: none    */
+    double on_cpu;    /* median share                          */
+    double target;    /* ns; < 0: none, for information        */
+} row;
+
+static row summarize(const char *figure, guint threads, const rounds *r, double target)
+{
+    double most = r->per_sec[0];
+    for (guint i = 1; i < ROUNDS; i++)
+        most = MAX(most, r->per_sec[i]);
+    return (row){figure, threads, best(r->ns), median(r->ns), most, median(r->on_cpu), target};
+}
+
+#define ROW_FORMAT "%-42s %7s %9s %9s %10s %7s %9s %6s\n"
 
 static void print_header(void)
 {
-    printf("%-46s %7s %12s %10s %14s %10s %6s\n", "figure", "threads", "ns/call", "(best)",
-           "calls/s", "target", "result");
-    printf("%-46s %7s %12s %10s %14s %10s %6s\n", "------", "-------", "-------", "------",
-           "-------", "------", "------");
+    printf(ROW_FORMAT, "figure", "threads", "ns/call", "(median)", "calls/s", "on-CPU", "target",
+           "result");
+    printf(ROW_FORMAT, "------", "-------", "-------", "--------", "-------", "------", "------",
+           "------");
 }
 
-/* target < 0: no target, the figure is for information. */
-static void print_row(const char *figure, guint threads, double ns, double best_ns, double per_sec,
-                      double target)
+static void print_row(const row *r)
 {
-    char target_text[32] = "-", per_sec_text[32] = "-";
+    char threads[16], ns[32], median_ns[32], per_sec[32] = "-", on_cpu[16], target[32] = "-";
     const char *result = "";
-    if (target >= 0) {
-        g_snprintf(target_text, sizeof target_text, "< %.0f ns", target);
-        result = ns < target ? "PASS" : "MISS";
-        misses += ns >= target;
+
+    g_snprintf(threads, sizeof threads, "%u", r->threads);
+    g_snprintf(ns, sizeof ns, "%.2f", r->ns);
+    g_snprintf(median_ns, sizeof median_ns, "(%.2f)", r->median_ns);
+    if (r->per_sec > 0)
+        g_snprintf(per_sec, sizeof per_sec, "%.2f M", r->per_sec / 1e6);
+    g_snprintf(on_cpu, sizeof on_cpu, "%.0f%%%s", 100 * r->on_cpu,
+               r->on_cpu < ON_CPU_MIN ? "*" : "");
+    marked += r->on_cpu < ON_CPU_MIN;
+    if (r->target >= 0) {
+        g_snprintf(target, sizeof target, "< %.0f ns", r->target);
+        result = r->ns < r->target ? "PASS" : "MISS";
+        targets++;
+        misses += r->ns >= r->target;
     }
-    if (per_sec > 0)
-        g_snprintf(per_sec_text, sizeof per_sec_text, "%.2f M", per_sec / 1e6);
-    printf("%-46s %7u %12.2f %10.2f %14s %10s %6s\n", figure, threads, ns, best_ns, per_sec_text,
-           target_text, result);
+    printf(ROW_FORMAT, r->figure, threads, ns, median_ns, per_sec, on_cpu, target, result);
     fflush(stdout);
 }
 
 /* Measures op on `threads` threads and prints its row. */
 static void measure(const char *figure, bench_op op, guint threads, double target)
 {
-    double ns[ROUNDS], per_sec[ROUNDS];
+    rounds r;
     guint64 not_admitted = 0;
 
+    if (!wanted(figure))
+        return;
     run_round(op, threads); /* warm-up: binds guards, creates the keys' states */
-    for (guint r = 0; r < ROUNDS; r++) {
+    for (guint i = 0; i < ROUNDS; i++) {
         sample s = run_round(op, threads);
-        ns[r] = s.ns_per_call;
-        per_sec[r] = s.calls_per_sec;
+        record(&r, i, &s);
         not_admitted += s.not_admitted;
     }
-    print_row(figure, threads, median(ns, ROUNDS), best(ns, ROUNDS), median(per_sec, ROUNDS),
-              target);
+    row line = summarize(figure, threads, &r, target);
+    print_row(&line);
     if (not_admitted)
         printf("  warning: %" G_GUINT64_FORMAT " calls were not admitted; the figure is not "
                "that of an allowed decision\n",
                not_admitted);
 }
 
-/* The plain call and the two no-rule forms, interleaved round by round so that
- * drift in the machine's speed affects all three alike; the overheads are the
- * medians of the per-round differences. */
+/* The plain call and the two no-rule forms, interleaved round by round. What a
+ * decorator adds is the difference of the best rounds (the median column: the
+ * median of the differences of rounds run back to back). */
 static void measure_no_rule(void)
 {
-    double plain[ROUNDS], fn[ROUNDS], guard[ROUNDS], fn_diff[ROUNDS], guard_diff[ROUNDS];
+    static const struct {
+        const char *figure, *added;
+        bench_op op;
+    } forms[] = {
+        {"plain call, undecorated (baseline)", NULL, op_plain},
+        {"no rule: RATE_LIMITED_FUNCTION call", "no rule: added by RATE_LIMITED_FUNCTION",
+         op_norule_fn},
+        {"no rule: RATE_LIMITED guard call", "no rule: added by RATE_LIMITED guard",
+         op_norule_guard},
+    };
+    rounds r[G_N_ELEMENTS(forms)], added[G_N_ELEMENTS(forms)];
 
-    run_round(op_plain, 1);
-    run_round(op_norule_fn, 1);
-    run_round(op_norule_guard, 1);
-    for (guint r = 0; r < ROUNDS; r++) {
-        plain[r] = run_round(op_plain, 1).ns_per_call;
-        fn[r] = run_round(op_norule_fn, 1).ns_per_call;
-        guard[r] = run_round(op_norule_guard, 1).ns_per_call;
-        fn_diff[r] = fn[r] - plain[r];
-        guard_diff[r] = guard[r] - plain[r];
+    if (!wanted("plain call, no rule"))
+        return;
+    for (guint k = 0; k < G_N_ELEMENTS(forms); k++)
+        run_round(forms[k].op, 1); /* warm-up: binds the guard */
+    for (guint i = 0; i < ROUNDS; i++) {
+        for (guint k = 0; k < G_N_ELEMENTS(forms); k++) {
+            sample s = run_round(forms[k].op, 1);
+            record(&r[k], i, &s);
+        }
+        for (guint k = 1; k < G_N_ELEMENTS(forms); k++) {
+            added[k].ns[i] = r[k].ns[i] - r[0].ns[i];
+            added[k].per_sec[i] = 0;
+            added[k].on_cpu[i] = MIN(r[k].on_cpu[i], r[0].on_cpu[i]);
+        }
     }
-    print_row("plain call, undecorated (baseline)", 1, median(plain, ROUNDS), best(plain, ROUNDS),
-              1e9 / median(plain, ROUNDS), -1);
-    print_row("no rule: RATE_LIMITED_FUNCTION call", 1, median(fn, ROUNDS), best(fn, ROUNDS),
-              1e9 / median(fn, ROUNDS), -1);
-    print_row("no rule: RATE_LIMITED guard call", 1, median(guard, ROUNDS), best(guard, ROUNDS),
-              1e9 / median(guard, ROUNDS), -1);
-    print_row("no rule: added by RATE_LIMITED_FUNCTION", 1, median(fn_diff, ROUNDS),
-              best(fn_diff, ROUNDS), 0, TARGET_NO_RULE_NS);
-    print_row("no rule: added by RATE_LIMITED guard", 1, median(guard_diff, ROUNDS),
-              best(guard_diff, ROUNDS), 0, TARGET_NO_RULE_NS);
+    for (guint k = 0; k < G_N_ELEMENTS(forms); k++) {
+        row line = summarize(forms[k].figure, 1, &r[k], -1);
+        print_row(&line);
+    }
+    for (guint k = 1; k < G_N_ELEMENTS(forms); k++) {
+        row line = summarize(forms[k].added, 1, &added[k], TARGET_NO_RULE_NS);
+        line.ns = best(r[k].ns) - best(r[0].ns);
+        print_row(&line);
+    }
 }
 
 /* ---- main --------------------------------------------------------------------- */
@@ -357,9 +443,15 @@ static char *write_keyfile(GError **error)
     return path;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(stderr, "usage: %s [FIGURE]   (FIGURE: measure only the figures that contain it)\n",
+                argv[0]);
+        return 2;
+    }
+    only = argc == 2 ? argv[1] : NULL;
     g_autofree char *path = write_keyfile(&error);
     if (!path) {
         fprintf(stderr, "bench_memory: cannot write the keyfile: %s\n", error->message);
@@ -377,8 +469,8 @@ int main(void)
     printf("sluice %d.%d.%d, memory backend, build type %s, %ld CPUs online\n",
            SLUICE_VERSION_MAJOR, SLUICE_VERSION_MINOR, SLUICE_VERSION_MICRO,
            SLUICE_BENCH_BUILD_TYPE, sysconf(_SC_NPROCESSORS_ONLN));
-    printf("each figure: median of %d rounds of >= %.1f s (best round in brackets); "
-           "rule: fixed_window, limit 2^50 per 1s\n\n",
+    printf("ns/call: the best of %d rounds of >= %.1f s (the median round in brackets); "
+           "allowed rules: fixed_window, limit 2^50 per 1s\n\n",
            ROUNDS, ROUND_NS / 1e9);
     print_header();
 
@@ -396,8 +488,12 @@ int main(void)
                     threads == 1 ? TARGET_ALLOWED_NS : -1);
     measure_no_rule();
 
-    printf("\n%u of %u targets missed\n", misses, (guint)G_N_ELEMENTS(allowed) + 2);
-    printf("sink %" G_GINT64_FORMAT "\n", (gint64)sink);
+    printf("\n%u of %u targets missed\n", misses, targets);
+    if (marked)
+        printf("* on-CPU under %.0f%%: the threads were off the CPU for part of the rounds, "
+               "preempted by\n  other processes or (2 threads) asleep on the limiter's lock; "
+               "on 1 thread, rerun on an idle machine\n",
+               100 * ON_CPU_MIN);
 
     sluice_shutdown();
     for (guint i = 0; i < KEYS; i++)
