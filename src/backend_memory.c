@@ -6,8 +6,10 @@
  * table has doubled since the last sweep, so memory follows the keys that are
  * active, not every key ever seen. When a reload changes how state is kept
  * (algorithm, limit, window, burst, per_key), the store starts afresh. */
+#define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP */
 #include "backend_memory.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "clock.h"
@@ -15,9 +17,10 @@
 #define SWEEP_MIN 1024
 
 struct sluice__memory_store {
-    GMutex lock;
-    gboolean shaped;    /* `shape` is set                              */
-    sluice__rule shape; /* the rule the states below were kept under   */
+    pthread_mutex_t lock; /* adaptive: spins briefly before it sleeps, as the
+                           * critical section is a few dozen nanoseconds */
+    gboolean shaped;      /* `shape` is set                              */
+    sluice__rule shape;   /* the rule the states below were kept under   */
     sluice__state keyless;
     GHashTable *keyed; /* char * -> sluice__state *                    */
     guint sweep_at;    /* sweep when the table reaches this size        */
@@ -32,7 +35,11 @@ static void state_free(gpointer p)
 sluice__memory_store *sluice__memory_store_new(void)
 {
     sluice__memory_store *store = g_new0(sluice__memory_store, 1);
-    g_mutex_init(&store->lock);
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&store->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
     store->keyed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, state_free);
     store->sweep_at = SWEEP_MIN;
     return store;
@@ -44,15 +51,15 @@ void sluice__memory_store_free(sluice__memory_store *store)
         return;
     g_hash_table_unref(store->keyed);
     sluice__state_clear(&store->keyless);
-    g_mutex_clear(&store->lock);
+    pthread_mutex_destroy(&store->lock);
     g_free(store);
 }
 
 gsize sluice__memory_store_keys(sluice__memory_store *store)
 {
-    g_mutex_lock(&store->lock);
+    pthread_mutex_lock(&store->lock);
     gsize n = g_hash_table_size(store->keyed);
-    g_mutex_unlock(&store->lock);
+    pthread_mutex_unlock(&store->lock);
     return n;
 }
 
@@ -88,7 +95,7 @@ static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter
     (void)backend;
     (void)error;
 
-    g_mutex_lock(&store->lock);
+    pthread_mutex_lock(&store->lock);
     gint64 now = sluice__clock_now(); /* under the lock: times stay in order */
     /* the newest rule, not the caller's: a caller that read the rule before a
      * reload must not take the state back to the old rule's shape */
@@ -112,7 +119,7 @@ static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter
             }
         }
     }
-    g_mutex_unlock(&store->lock);
+    pthread_mutex_unlock(&store->lock);
     return TRUE;
 }
 
@@ -122,13 +129,13 @@ static void memory_give_back(sluice__backend *backend, sluice__limiter *limiter,
     sluice__memory_store *store = limiter->memory;
     (void)backend;
 
-    g_mutex_lock(&store->lock);
+    pthread_mutex_lock(&store->lock);
     if (store->shaped && sluice__rule_same_state(&store->shape, rule)) {
         sluice__state *state = key ? g_hash_table_lookup(store->keyed, key) : &store->keyless;
         if (state)
             sluice__give_back(rule, state, sluice__clock_now(), permits);
     }
-    g_mutex_unlock(&store->lock);
+    pthread_mutex_unlock(&store->lock);
 }
 
 static void memory_free(sluice__backend *backend)

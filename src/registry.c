@@ -4,7 +4,8 @@
  * from a constructor before main (no allocation, no dependency on other
  * constructors), the guard form at its first call. Limiters and rules are
  * created under one lock and never freed before sluice_shutdown, so the hot path
- * reads descriptor -> limiter -> rule with two atomic pointer loads and no lock.
+ * reads descriptor -> limiter -> rule with two atomic pointer loads and no lock,
+ * and a lookup by name reads a published read-only table, also without a lock.
  * Rules are interned: a reload that brings back the same values reuses the same
  * rule, so reloading does not grow memory. */
 #include "registry.h"
@@ -20,6 +21,12 @@ static GRWLock lock;                   /* guards everything below             */
 static gboolean active;                /* between apply and clear              */
 static GHashTable *limiters;           /* name -> sluice__limiter *            */
 static GHashTable *rules;              /* interned sluice__rule *, as a set    */
+static gboolean added;                 /* limiters gained a name since publish */
+/* A read-only copy of `limiters` for lookups by name without a lock, published
+ * atomically whenever a name is added; copies replaced since are kept (readers
+ * may hold them) until shutdown. Names are few, so copies are too. */
+static GHashTable *published;
+static GPtrArray *retired;
 
 static guint rule_hash(gconstpointer p)
 {
@@ -52,6 +59,7 @@ static sluice__limiter *limiter_for(const char *name)
         limiter->name = g_strdup(name);
         limiter->memory = sluice__memory_store_new();
         g_hash_table_insert(limiters, limiter->name, limiter);
+        added = TRUE;
     }
     return limiter;
 }
@@ -65,6 +73,23 @@ static const sluice__rule *intern(const sluice__rule *rule)
         g_hash_table_add(rules, found);
     }
     return found;
+}
+
+/* With the write lock held: makes lookups by name see every limiter. */
+static void publish(void)
+{
+    if (!added)
+        return;
+    GHashTable *copy = g_hash_table_new(g_str_hash, g_str_equal);
+    GHashTableIter it;
+    gpointer name, limiter;
+    g_hash_table_iter_init(&it, limiters);
+    while (g_hash_table_iter_next(&it, &name, &limiter))
+        g_hash_table_insert(copy, name, limiter);
+    GHashTable *old = g_atomic_pointer_exchange(&published, copy);
+    if (old)
+        g_ptr_array_add(retired, old);
+    added = FALSE;
 }
 
 static gboolean valid_name(const char *name)
@@ -103,20 +128,18 @@ sluice__limiter *sluice__registry_bind(sluice_descriptor *descriptor)
 {
     sluice__register(descriptor);
     g_rw_lock_writer_lock(&lock);
-    if (active && !sluice__registry_limiter_of(descriptor))
+    if (active && !sluice__registry_limiter_of(descriptor)) {
         bind_one(descriptor);
+        publish();
+    }
     g_rw_lock_writer_unlock(&lock);
     return sluice__registry_limiter_of(descriptor);
 }
 
 sluice__limiter *sluice__registry_find(const char *name)
 {
-    sluice__limiter *limiter = NULL;
-    g_rw_lock_reader_lock(&lock);
-    if (active)
-        limiter = g_hash_table_lookup(limiters, name);
-    g_rw_lock_reader_unlock(&lock);
-    return limiter;
+    GHashTable *table = g_atomic_pointer_get(&published);
+    return table ? g_hash_table_lookup(table, name) : NULL;
 }
 
 static void unset_rule(gpointer name, gpointer value, gpointer config_rules)
@@ -134,6 +157,7 @@ void sluice__registry_apply(const sluice__config *config)
     if (!active) {
         limiters = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, limiter_free);
         rules = g_hash_table_new_full(rule_hash, rule_equal, g_free, NULL);
+        retired = g_ptr_array_new_with_free_func((GDestroyNotify)g_hash_table_unref);
         active = TRUE;
     }
     g_hash_table_iter_init(&it, config->rules);
@@ -142,6 +166,7 @@ void sluice__registry_apply(const sluice__config *config)
     g_hash_table_foreach(limiters, unset_rule, config->rules);
     for (sluice_descriptor *d = g_atomic_pointer_get(&descriptors); d; d = d->priv_next)
         bind_one(d);
+    publish();
     g_rw_lock_writer_unlock(&lock);
 }
 
@@ -151,9 +176,15 @@ void sluice__registry_clear(void)
     for (sluice_descriptor *d = g_atomic_pointer_get(&descriptors); d; d = d->priv_next)
         g_atomic_pointer_set(&d->priv_limiter, NULL);
     if (active) {
+        GHashTable *last = g_atomic_pointer_exchange(&published, NULL);
+        if (last)
+            g_hash_table_unref(last);
+        g_ptr_array_unref(retired);
         g_hash_table_unref(limiters);
         g_hash_table_unref(rules);
         limiters = rules = NULL;
+        retired = NULL;
+        added = FALSE;
         active = FALSE;
     }
     g_rw_lock_writer_unlock(&lock);

@@ -104,7 +104,7 @@ static gboolean invalid(GError **error, const char *what)
     return FALSE;
 }
 
-static gboolean check_arguments(const char *name, const char *key, gint64 permits, GError **error)
+static gboolean check_name(const char *name, GError **error)
 {
     if (!name)
         return invalid(error, "name is NULL; expected the name of a limit");
@@ -112,18 +112,43 @@ static gboolean check_arguments(const char *name, const char *key, gint64 permit
         return invalid(error, "name is empty; expected the name of a limit");
     if (!g_utf8_validate(name, -1, NULL))
         return invalid(error, "name is not valid UTF-8");
-    if (permits < 0)
-        return invalid(error, "permits is negative; expected 0 (a peek) or more");
-    if (key) {
-        gsize n = strnlen(key, MAX_KEY_BYTES + 1);
-        if (n == 0)
-            return invalid(error, "key is empty; expected NULL for no key, or a string");
-        if (n > MAX_KEY_BYTES)
-            return invalid(error, "key is longer than 65536 bytes");
-        if (!g_utf8_validate(key, n, NULL))
-            return invalid(error, "key is not valid UTF-8");
-    }
     return TRUE;
+}
+
+static gboolean check_key(const char *key, GError **error)
+{
+    if (!key)
+        return TRUE;
+    gsize n = strnlen(key, MAX_KEY_BYTES + 1);
+    if (n == 0)
+        return invalid(error, "key is empty; expected NULL for no key, or a string");
+    if (n > MAX_KEY_BYTES)
+        return invalid(error, "key is longer than 65536 bytes");
+    if (!g_utf8_validate(key, n, NULL))
+        return invalid(error, "key is not valid UTF-8");
+    return TRUE;
+}
+
+/* Finds the limiter of name after checking the arguments; NULL with *ok TRUE
+ * for a name with no limiter (not limited). The name is checked in full only
+ * when it is not found: every limiter's name is already valid. */
+static sluice__limiter *find(const char *name, const char *key, gint64 permits, gboolean *ok,
+                             GError **error)
+{
+    sluice__limiter *limiter = NULL;
+    *ok = FALSE;
+    if (!name || *name == '\0' || !(limiter = sluice__registry_find(name))) {
+        if (!check_name(name, error))
+            return NULL;
+    }
+    if (permits < 0) {
+        invalid(error, "permits is negative; expected 0 (a peek) or more");
+        return NULL;
+    }
+    if (!check_key(key, error))
+        return NULL;
+    *ok = TRUE;
+    return limiter;
 }
 
 static int acquire(const char *name, const char *key, gint64 permits, gint64 wait_us,
@@ -133,11 +158,12 @@ static int acquire(const char *name, const char *key, gint64 permits, gint64 wai
     gint64 taken;
     if (!out)
         out = &scratch;
-    if (!check_arguments(name, key, permits, error)) {
+    gboolean ok;
+    sluice__limiter *limiter = find(name, key, permits, &ok, error);
+    if (!ok) {
         *out = (sluice_decision){FALSE, 0, 0, -1, 0};
         return SLUICE_ERROR;
     }
-    sluice__limiter *limiter = sluice__registry_find(name);
     if (!limiter) {
         sluice__engine_unlimited(out);
         return SLUICE_ALLOWED;
@@ -187,7 +213,7 @@ int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *
     GError *failure = NULL;
     gint64 taken = 0;
     int r;
-    if (key && !check_arguments(descriptor->name, key, 1, &failure)) {
+    if (key && !check_key(key, &failure)) {
         d = (sluice_decision){FALSE, 0, 0, -1, 0};
         switch (sluice__limiter_rule(limiter)->on_error) {
         case SLUICE__ON_ERROR_DENY:
