@@ -2,6 +2,8 @@
  * names with no rule, error callbacks, and concurrency released on return. */
 #include "fixture.h"
 
+#include <string.h>
+
 static const char *keyfile = "[limit:two]\n"
                              "algorithm = fixed_window\n"
                              "limit = 2\n"
@@ -142,6 +144,27 @@ START_TEST(name_with_no_rule_runs_the_body)
     fixture_init(keyfile);
     for (int i = 0; i < 1000; i++)
         ck_assert_int_eq(unlimited(), 1);
+    sluice_shutdown();
+}
+END_TEST
+
+static void count_no_rule(const gchar *domain, GLogLevelFlags level, const gchar *message,
+                          gpointer user_data)
+{
+    (void)domain;
+    (void)level;
+    if (strstr(message, "\"no.such.rule\", which has no rule") &&
+        strstr(message, "unlimited is decorated"))
+        (*(int *)user_data)++;
+}
+
+START_TEST(init_logs_each_decorated_name_that_has_no_rule)
+{
+    int logged = 0;
+    guint handler = g_log_set_handler("sluice", G_LOG_LEVEL_MESSAGE, count_no_rule, &logged);
+    fixture_init(keyfile);
+    ck_assert_int_eq(logged, 1);
+    g_log_remove_handler("sluice", handler);
     sluice_shutdown();
 }
 END_TEST
@@ -300,6 +323,7 @@ int main(void)
     tcase_add_test(tc, guard_form_runs_fallback_statement);
     tcase_add_test(tc, guard_with_key_limits_each_key_separately);
     tcase_add_test(tc, name_with_no_rule_runs_the_body);
+    tcase_add_test(tc, init_logs_each_decorated_name_that_has_no_rule);
     tcase_add_test(tc, before_init_and_after_shutdown_bodies_run);
     tcase_add_test(tc, descriptors_are_listed_with_name_function_and_rule);
     tcase_add_test(tc, concurrency_permit_is_released_when_the_body_returns);

@@ -22,6 +22,14 @@ static void clock_sleep(gint64 until_us, gpointer user_data)
         fake_now = until_us;
 }
 
+static GPtrArray *written; /* keyfiles to remove when the process exits */
+
+static void remove_written(void)
+{
+    for (guint i = 0; written && i < written->len; i++)
+        g_unlink(g_ptr_array_index(written, i));
+}
+
 char *fixture_write_keyfile(const char *contents)
 {
     GError *error = NULL;
@@ -30,6 +38,11 @@ char *fixture_write_keyfile(const char *contents)
     ck_assert_msg(fd >= 0, "cannot create a temporary keyfile: %s", error ? error->message : "");
     close(fd);
     ck_assert(g_file_set_contents(path, contents, -1, NULL));
+    if (!written) {
+        written = g_ptr_array_new_with_free_func(g_free);
+        atexit(remove_written);
+    }
+    g_ptr_array_add(written, g_strdup(path));
     return path;
 }
 
