@@ -15,6 +15,7 @@ static sluice__backend *local;   /* atomic */
 
 static GMutex wake_lock; /* with `wake`: waiters sleep here until due or given back */
 static GCond wake;
+static guint64 releases; /* under wake_lock: counts give-backs, so none is missed */
 
 static gint failures_to_inject; /* atomic; sluice_testing_fail_backend */
 static char *failure_message;   /* under wake_lock */
@@ -92,13 +93,23 @@ static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const ch
     return FALSE;
 }
 
-/* Sleeps until `until` (monotonic µs) or until permits are given back. */
-static void sleep_until(gint64 until)
+static guint64 releases_so_far(void)
+{
+    g_mutex_lock(&wake_lock);
+    guint64 n = releases;
+    g_mutex_unlock(&wake_lock);
+    return n;
+}
+
+/* Sleeps until `until` (monotonic µs), or until permits are given back after the
+ * caller saw `seen` releases (seen may be NULL: then only `until` ends it). */
+static void sleep_until(gint64 until, const guint64 *seen)
 {
     if (sluice__clock_sleep_injected(until))
         return;
     g_mutex_lock(&wake_lock);
-    g_cond_wait_until(&wake, &wake_lock, until);
+    while (!(seen && releases != *seen) && g_get_monotonic_time() < until)
+        g_cond_wait_until(&wake, &wake_lock, until);
     g_mutex_unlock(&wake_lock);
 }
 
@@ -123,6 +134,8 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
 
     gint64 deadline = wait_us > 0 ? sluice__clock_now() + wait_us : 0;
     for (;;) {
+        guint64 seen =
+            rule->algorithm == SLUICE__CONCURRENCY && wait_us > 0 ? releases_so_far() : 0;
         gint64 reserve_us = 0;
         if (wait_us > 0 && rule->algorithm == SLUICE__TOKEN_BUCKET)
             reserve_us = MAX(1, deadline - sluice__clock_now());
@@ -132,7 +145,7 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
         }
         if (v.allowed) {
             if (v.wait_us > 0) /* a reservation: the permits are ours once due */
-                sleep_until(sluice__clock_now() + v.wait_us);
+                sleep_until(sluice__clock_now() + v.wait_us, NULL);
             result = SLUICE_ALLOWED;
             break;
         }
@@ -146,7 +159,7 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
                 break;
             due = deadline;
         }
-        sleep_until(due);
+        sleep_until(due, rule->algorithm == SLUICE__CONCURRENCY ? &seen : NULL);
     }
     to_decision(&v, out);
     *taken = v.leased;
@@ -166,6 +179,7 @@ void sluice__engine_give_back(sluice__limiter *limiter, const char *key, gint64 
     sluice__backend *b = g_atomic_pointer_get(&backend);
     b->funcs->give_back(b, limiter, rule, rule->per_key ? key : NULL, permits);
     g_mutex_lock(&wake_lock);
+    releases++;
     g_cond_broadcast(&wake);
     g_mutex_unlock(&wake_lock);
 }
