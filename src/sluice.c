@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend_memory.h"
+#include "backend_redis.h"
 #include "config.h"
 #include "engine.h"
 #include "registry.h"
@@ -12,40 +13,61 @@
 /* Largest key accepted, in bytes. */
 #define MAX_KEY_BYTES (64 * 1024)
 
-static GMutex lifecycle; /* init, reload, shutdown */
+static GMutex lifecycle; /* init, reload, shutdown; guards what follows */
 static sluice__config *config;
-static sluice__backend *memory;
+static sluice__backend *memory; /* always there: the default, and on_error = local */
+static sluice__backend *remote; /* the redis backend while one is configured       */
+static char *remote_settings;   /* the redis URL, prefix and timeout it was made for */
+static GPtrArray *retired;      /* backends replaced since init: freed at shutdown  */
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
 static sluice__config *load(const char *path, GError **error)
 {
-    if (!path)
-        return sluice__config_new_default();
-    sluice__config *c = sluice__config_load(path, error);
-    if (c && c->backend == SLUICE__BACKEND_REDIS) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_SUPPORTED,
-                    "%s: [sluice] backend = redis: the redis backend is not in this build yet; "
-                    "expected memory",
-                    path);
-        sluice__config_free(c);
-        return NULL;
-    }
-    return c;
+    return path ? sluice__config_load(path, error) : sluice__config_new_default();
 }
 
-/* With the lifecycle lock held: makes `fresh` the running configuration. */
-static void apply(sluice__config *fresh)
+/* With the lifecycle lock held: the backend fresh asks for, made when its settings
+ * changed; NULL and *error when it cannot be made (bad credentials). */
+static sluice__backend *backend_for(const sluice__config *fresh, GError **error)
+{
+    if (fresh->backend == SLUICE__BACKEND_MEMORY)
+        return memory;
+    g_autofree char *settings = g_strdup_printf("%s\n%s\n%" G_GINT64_FORMAT, fresh->redis_url,
+                                                fresh->key_prefix, fresh->timeout_us);
+    if (remote && g_strcmp0(settings, remote_settings) == 0)
+        return remote;
+    sluice__backend *made = sluice__backend_redis_new(fresh, error);
+    if (!made)
+        return NULL;
+    if (remote)
+        g_ptr_array_add(retired, remote); /* threads may still be inside it */
+    remote = made;
+    g_free(remote_settings);
+    remote_settings = g_steal_pointer(&settings);
+    return remote;
+}
+
+/* With the lifecycle lock held: makes `fresh` the running configuration, or
+ * leaves everything as it was and returns FALSE. */
+static gboolean apply(sluice__config *fresh, GError **error)
 {
     if (!memory) {
         memory = sluice__backend_memory_new();
-        sluice__engine_set_backends(memory, memory);
+        retired = g_ptr_array_new_with_free_func(NULL);
     }
+    sluice__backend *backend = backend_for(fresh, error);
+    if (!backend) {
+        sluice__config_free(fresh);
+        return FALSE;
+    }
+    sluice__engine_set_backends(backend, memory);
     sluice__registry_apply(fresh);
     sluice__config_free(config);
     config = fresh;
     g_info("loaded %s: %u rules, backend %s", fresh->path ? fresh->path : "defaults",
-           g_hash_table_size(fresh->rules), memory->funcs->name);
+           g_hash_table_size(fresh->rules), backend->funcs->name);
+    return TRUE;
 }
 
 gboolean sluice_init(const char *config_path, GError **error)
@@ -58,9 +80,9 @@ gboolean sluice_init(const char *config_path, GError **error)
     if (!fresh)
         return FALSE;
     g_mutex_lock(&lifecycle);
-    apply(fresh);
+    gboolean ok = apply(fresh, error);
     g_mutex_unlock(&lifecycle);
-    return TRUE;
+    return ok;
 }
 
 gboolean sluice_reload(GError **error)
@@ -73,14 +95,15 @@ gboolean sluice_reload(GError **error)
                             sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
         return FALSE;
     }
-    sluice__config *fresh = load(config->path, error);
-    if (fresh)
-        apply(fresh);
-    else
-        g_warning("reload refused, the running rules stay: %s",
-                  error && *error ? (*error)->message : "invalid keyfile");
+    GError *failure = NULL;
+    sluice__config *fresh = load(config->path, &failure);
+    gboolean ok = fresh && apply(fresh, &failure);
+    if (!ok) {
+        g_warning("reload refused, the running rules stay: %s", failure->message);
+        g_propagate_error(error, failure);
+    }
     g_mutex_unlock(&lifecycle);
-    return fresh != NULL;
+    return ok;
 }
 
 void sluice_shutdown(void)
@@ -88,6 +111,15 @@ void sluice_shutdown(void)
     g_mutex_lock(&lifecycle);
     sluice__registry_clear();
     sluice__engine_set_backends(NULL, NULL);
+    for (guint i = 0; retired && i < retired->len; i++) {
+        sluice__backend *b = g_ptr_array_index(retired, i);
+        b->funcs->free(b);
+    }
+    g_clear_pointer(&retired, g_ptr_array_unref);
+    if (remote)
+        remote->funcs->free(remote);
+    remote = NULL;
+    g_clear_pointer(&remote_settings, g_free);
     if (memory)
         memory->funcs->free(memory);
     memory = NULL;

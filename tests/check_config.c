@@ -491,29 +491,6 @@ START_TEST(failed_init_leaves_the_previous_rules_in_force)
 }
 END_TEST
 
-START_TEST(redis_backend_is_refused_as_not_supported_yet)
-{
-    sluice_decision d;
-    g_autoptr(GError) error = NULL;
-    fixture_clock_start(1000000);
-    fixture_init("[limit:a]\nlimit = 1\nwindow = 10s\n");
-
-    g_autofree char *path = fixture_write_keyfile("[sluice]\nbackend = redis\n"
-                                                  "[limit:a]\nlimit = 100\nwindow = 10s\n");
-    g_autofree char *want = g_strdup_printf("%s: [sluice] backend = redis: the redis backend is "
-                                            "not in this build yet; expected memory",
-                                            path);
-    ck_assert(!sluice_init(path, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_SUPPORTED));
-    ck_assert_str_eq(error->message, want);
-    /* the memory rule stays */
-    ck_assert_int_eq(sluice_acquire("a", NULL, 1, &d, NULL), SLUICE_ALLOWED);
-    ck_assert_int_eq(d.limit, 1);
-    sluice_shutdown();
-    g_unlink(path);
-}
-END_TEST
-
 START_TEST(redis_backend_with_bad_values_reports_the_values_first)
 {
     g_autoptr(GError) error = NULL;
@@ -647,7 +624,6 @@ int main(void)
 
     TCase *lifecycle = tcase_create("lifecycle");
     tcase_add_test(lifecycle, failed_init_leaves_the_previous_rules_in_force);
-    tcase_add_test(lifecycle, redis_backend_is_refused_as_not_supported_yet);
     tcase_add_test(lifecycle, redis_backend_with_bad_values_reports_the_values_first);
     tcase_add_test(lifecycle, missing_file_is_an_io_error_naming_the_file);
     tcase_add_test(lifecycle, file_glib_cannot_parse_is_refused_naming_the_bad_line);

@@ -46,8 +46,30 @@ char *fixture_write_keyfile(const char *contents)
     return path;
 }
 
+static test_redis *redis;
+
+gboolean fixture_on_redis(void)
+{
+    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "redis") == 0;
+}
+
+test_redis *fixture_redis(void)
+{
+    return redis;
+}
+
 void fixture_init(const char *contents)
 {
+    g_autofree char *with_backend = NULL;
+    if (redis) {
+        g_autofree char *url = test_redis_url(redis);
+        redisReply *r = test_redis_command(redis, "FLUSHALL");
+        ck_assert_ptr_nonnull(r);
+        freeReplyObject(r);
+        /* GKeyFile merges a second [sluice] group of the test's into this one */
+        with_backend = g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\n%s", url, contents);
+        contents = with_backend;
+    }
     g_autofree char *path = fixture_write_keyfile(contents);
     g_autoptr(GError) error = NULL;
     gboolean ok = sluice_init(path, &error);
@@ -85,8 +107,12 @@ guint fixture_clock_sleeps(void)
 int fixture_run(Suite *suite)
 {
     SRunner *runner = srunner_create(suite);
+    if (fixture_on_redis())
+        redis = test_redis_start(NULL); /* the forked tests inherit it */
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
+    test_redis_stop(redis);
+    redis = NULL;
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

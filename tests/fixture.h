@@ -10,8 +10,16 @@
 /* Writes contents to a new temporary .ini file; returns its path (g_free it). */
 char *fixture_write_keyfile(const char *contents);
 
-/* sluice_init on a keyfile with these contents; fails the test on error. */
+/* sluice_init on a keyfile with these contents; fails the test on error. When the
+ * suite runs against Redis (SLUICE_TEST_BACKEND=redis), the keyfile is pointed at
+ * the suite's redis-server and that server is flushed first. */
 void fixture_init(const char *contents);
+
+/* TRUE when SLUICE_TEST_BACKEND=redis: fixture_run starts a redis-server. */
+gboolean fixture_on_redis(void);
+/* The suite's redis-server (NULL on memory). */
+#include "redis_server.h"
+test_redis *fixture_redis(void);
 
 /* Installs a fake clock reading start_us. Waiting callers advance it instead of
  * sleeping. */

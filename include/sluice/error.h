@@ -14,6 +14,7 @@ G_BEGIN_DECLS
     X(SLUICE_ERROR_NOT_INITIALIZED, "sluice_init has not been called")                             \
     X(SLUICE_ERROR_NOT_SUPPORTED, "not supported by this build")                                   \
     X(SLUICE_ERROR_BACKEND, "the rate-limit backend failed")                                       \
+    X(SLUICE_ERROR_AUTH, "the backend refused the credentials")                                    \
     X(SLUICE_ERROR_IO, "input/output error")
 
 typedef enum {

@@ -1,0 +1,63 @@
+-- sluice fixed_window: count + permits <= limit in a window of window_us that starts at its first admitted hit (mirrors src/algorithm.c).
+--
+-- EVALSHA sha 2 state_key seq_key op limit window_us burst interval_us permits reserve_us now_us
+--   op: "acquire" | "release" (release does nothing here and answers as a peek)
+--   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
+-- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs.
+-- State (string, PX = ceil(reset/1000) + 1 ms): "start count". seq_key is unused.
+
+-- C's a / b for b > 0 (truncates toward zero), exact in doubles for |a| < 2^53
+local function idiv(a, b)
+  local neg = a < 0
+  if neg then a = -a end
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
+  if neg then return -q end
+  return q
+end
+
+-- the PX of a key whose state is back to full capacity after `us` (> 0) µs
+local function px(us)
+  return string.format('%d', idiv(us + 999, 1000) + 1)
+end
+
+local function now_us()
+  if ARGV[8] == nil or ARGV[8] == '' then
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return tonumber(ARGV[8])
+end
+
+local key = KEYS[1]
+local limit = tonumber(ARGV[2])
+local w = tonumber(ARGV[3])
+local permits = tonumber(ARGV[6])
+if ARGV[1] == 'release' then permits = 0 end
+local now = now_us()
+
+local capacity = limit
+local need = permits > 0 and permits or 1
+local consume = permits > 0 and permits <= capacity
+if need > capacity then need = capacity + 1 end
+
+local start, count = now, 0
+local stored = redis.call('GET', key)
+if stored then
+  local a, b = string.match(stored, '^(%-?%d+) (%-?%d+)$')
+  a, b = tonumber(a), tonumber(b)
+  if now < a + w then start, count = a, b end
+end
+
+local allowed = count + need <= limit
+if allowed and consume then
+  count = count + need
+  -- reset after an admission is start + w - now > 0
+  redis.call('SET', key, string.format('%d %d', start, count), 'PX', px(start + w - now))
+end
+local remaining = limit - count
+local reset = count > 0 and start + w - now or 0
+local retry = allowed and -1 or start + w - now
+if permits > capacity then allowed, retry = false, -1 end
+return {allowed and 1 or 0, capacity, remaining, retry, reset, 0, 0}

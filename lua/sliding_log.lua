@@ -1,0 +1,99 @@
+-- sluice sliding_log: admitted permits in (now - window_us, now] + permits <= limit, exact (mirrors src/algorithm.c).
+--
+-- EVALSHA sha 2 state_key seq_key op limit window_us burst interval_us permits reserve_us now_us
+--   op: "acquire" | "release" (release does nothing here and answers as a peek)
+--   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
+-- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs.
+-- State: a ZSET with one member per admitted permit, score = its time, member = a
+-- number from the seq_key counter (unique even when permits share a microsecond);
+-- both keys get PX = ceil(reset/1000) + 1 ms. Memory grows with limit.
+
+-- C's a / b for b > 0 (truncates toward zero), exact in doubles for |a| < 2^53
+local function idiv(a, b)
+  local neg = a < 0
+  if neg then a = -a end
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
+  if neg then return -q end
+  return q
+end
+
+-- the PX of a key whose state is back to full capacity after `us` (> 0) µs
+local function px(us)
+  return string.format('%d', idiv(us + 999, 1000) + 1)
+end
+
+local function now_us()
+  if ARGV[8] == nil or ARGV[8] == '' then
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return tonumber(ARGV[8])
+end
+
+local key, seq = KEYS[1], KEYS[2]
+local limit = tonumber(ARGV[2])
+local w = tonumber(ARGV[3])
+local permits = tonumber(ARGV[6])
+if ARGV[1] == 'release' then permits = 0 end
+local now = now_us()
+
+local capacity = limit
+local need = permits > 0 and permits or 1
+local consume = permits > 0 and permits <= capacity
+if need > capacity then need = capacity + 1 end
+
+local since = '(' .. string.format('%d', now - w) -- entries at or before now - w have left
+local total = redis.call('ZCOUNT', key, since, '+inf')
+
+-- the time of the k-th counted permit, oldest first (the newest when there are fewer)
+local function time_of(k)
+  local r = redis.call('ZRANGEBYSCORE', key, since, '+inf', 'WITHSCORES', 'LIMIT',
+                       string.format('%d', k - 1), 1)
+  if r[2] then return tonumber(r[2]) end
+  r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  return r[2] and tonumber(r[2]) or 0
+end
+
+local allowed = total + need <= limit
+local retry = -1
+if not allowed then retry = time_of(total + need - limit) + w - now end
+local newest = nil
+if allowed and consume then
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - w))
+  -- a clock that stepped back logs at the newest time, as the C ring merges runs
+  local t = now
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] and tonumber(last[2]) > t then t = tonumber(last[2]) end
+  local top = redis.call('INCRBY', seq, string.format('%d', need))
+  local first = top - need + 1
+  local score = string.format('%d', t)
+  local i = first
+  while i <= top do
+    local args = {}
+    local n = 0
+    while i <= top and n < 1000 do
+      args[#args + 1] = score
+      args[#args + 1] = string.format('%d', i)
+      i = i + 1
+      n = n + 1
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+  total = total + need
+  newest = t
+  local ttl = px(newest + w - now)
+  redis.call('PEXPIRE', key, ttl)
+  redis.call('PEXPIRE', seq, ttl)
+end
+local remaining = limit - total
+local reset = 0
+if total > 0 then
+  if not newest then
+    newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+  end
+  reset = newest + w - now
+end
+if permits > capacity then allowed, retry = false, -1 end
+return {allowed and 1 or 0, capacity, remaining, retry, reset, 0, 0}

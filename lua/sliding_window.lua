@@ -1,0 +1,101 @@
+-- sluice sliding_window: the previous window weighted by its overlap + the current one + permits <= limit, O(1) (mirrors src/algorithm.c).
+--
+-- EVALSHA sha 2 state_key seq_key op limit window_us burst interval_us permits reserve_us now_us
+--   op: "acquire" | "release" (release does nothing here and answers as a peek)
+--   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
+-- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs.
+-- State (string, PX = ceil(reset/1000) + 1 ms): "start current previous", windows
+-- aligned to multiples of window_us. seq_key is unused. limit * window_ms < 2^52
+-- keeps every product exact.
+
+-- C's a / b for b > 0 (truncates toward zero), exact in doubles for |a| < 2^53
+local function idiv(a, b)
+  local neg = a < 0
+  if neg then a = -a end
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
+  if neg then return -q end
+  return q
+end
+
+-- the PX of a key whose state is back to full capacity after `us` (> 0) µs
+local function px(us)
+  return string.format('%d', idiv(us + 999, 1000) + 1)
+end
+
+local function now_us()
+  if ARGV[8] == nil or ARGV[8] == '' then
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return tonumber(ARGV[8])
+end
+
+local key = KEYS[1]
+local limit = tonumber(ARGV[2])
+local w = tonumber(ARGV[3])
+local permits = tonumber(ARGV[6])
+if ARGV[1] == 'release' then permits = 0 end
+local now = now_us()
+
+local capacity = limit
+local need = permits > 0 and permits or 1
+local consume = permits > 0 and permits <= capacity
+if need > capacity then need = capacity + 1 end
+
+local w_ms = idiv(w, 1000)
+local r = now - idiv(now, w) * w -- C's now % w
+if r < 0 then r = r + w end
+local start = now - r
+local cur, prev = 0, 0
+local stored = redis.call('GET', key)
+if stored then
+  local a, b, c = string.match(stored, '^(%-?%d+) (%d+) (%d+)$')
+  a, b, c = tonumber(a), tonumber(b), tonumber(c)
+  if start == a then
+    cur, prev = b, c
+  elseif start == a + w then
+    prev = b
+  elseif start < a then -- a clock that stepped back
+    start, cur, prev = a, b, c
+  end
+end
+local e_ms = idiv(now - start, 1000)
+if e_ms > w_ms - 1 then e_ms = w_ms - 1 end
+local weight = w_ms - e_ms -- the previous window's share, in w_ms parts
+
+-- cur + need <= limit first: it keeps (cur + need) * w_ms under 2^53
+local allowed = cur + need <= limit and prev * weight + (cur + need) * w_ms <= limit * w_ms
+if allowed and consume then
+  cur = cur + need
+  -- reset after an admission is start + 2w - now > 0
+  redis.call('SET', key, string.format('%d %d %d', start, cur, prev), 'PX', px(start + 2 * w - now))
+end
+local remaining = idiv(limit * w_ms - prev * weight - cur * w_ms, w_ms)
+if remaining < 0 then remaining = 0 end
+local reset = 0
+if cur > 0 then reset = start + 2 * w - now elseif prev > 0 then reset = start + w - now end
+local retry = -1
+if not allowed then
+  local done = false
+  -- later in this window, once the previous window's share has shrunk enough
+  if cur + need <= limit and prev > 0 then
+    local e_due = w_ms - idiv((limit - cur - need) * w_ms, prev)
+    if e_due < w_ms then
+      retry = start + e_due * 1000 - now
+      done = true
+    end
+  end
+  -- else in the next window, where this window becomes the previous one
+  if not done then
+    local e_next = 0
+    if cur > 0 then
+      e_next = w_ms - idiv((limit - need) * w_ms, cur)
+      if e_next < 0 then e_next = 0 end
+    end
+    retry = start + w + e_next * 1000 - now
+  end
+end
+if permits > capacity then allowed, retry = false, -1 end
+return {allowed and 1 or 0, capacity, remaining, retry, reset, 0, 0}

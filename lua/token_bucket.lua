@@ -1,0 +1,83 @@
+-- sluice token_bucket: a bucket of burst tokens refilled one per interval_us, with reservations for waiting callers (mirrors src/algorithm.c).
+--
+-- EVALSHA sha 2 state_key seq_key op limit window_us burst interval_us permits reserve_us now_us
+--   op: "acquire" | "release" (release does nothing here and answers as a peek)
+--   permits: 0 = peek at one permit; reserve_us > 0: a caller that would be denied
+--   takes its tokens now when they are due within reserve_us (wait_us = when due);
+--   now_us: "" = Redis TIME, else a test/replay override
+-- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs.
+-- State (string, PX = ceil(reset/1000) + 1 ms): "tokens last_refill" (tokens may be
+-- below 0 while reservations are pending). seq_key is unused.
+
+-- C's a / b for b > 0 (truncates toward zero), exact in doubles for |a| < 2^53
+local function idiv(a, b)
+  local neg = a < 0
+  if neg then a = -a end
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
+  if neg then return -q end
+  return q
+end
+
+-- the PX of a key whose state is back to full capacity after `us` (> 0) µs
+local function px(us)
+  return string.format('%d', idiv(us + 999, 1000) + 1)
+end
+
+local function now_us()
+  if ARGV[8] == nil or ARGV[8] == '' then
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return tonumber(ARGV[8])
+end
+
+local key = KEYS[1]
+local burst = tonumber(ARGV[4])
+local t = tonumber(ARGV[5])
+local permits = tonumber(ARGV[6])
+local reserve = tonumber(ARGV[7])
+if ARGV[1] == 'release' then permits, reserve = 0, 0 end
+local now = now_us()
+
+local capacity = burst
+local need = permits > 0 and permits or 1
+local consume = permits > 0 and permits <= capacity
+if permits > capacity then reserve = 0 end
+if need > capacity then need = capacity + 1 end
+
+local tokens, last = burst, now
+local stored = redis.call('GET', key)
+if stored then
+  local a, b = string.match(stored, '^(%-?%d+) (%-?%d+)$')
+  tokens, last = tonumber(a), tonumber(b)
+  if tokens < burst and now > last then
+    local gained = idiv(now - last, t)
+    tokens = tokens + gained
+    last = last + gained * t
+  end
+  if tokens >= burst then
+    tokens, last = burst, now
+  end
+end
+
+local due = last + (need - tokens) * t
+local allowed = tokens >= need
+local wait = 0
+if not allowed and consume and reserve > 0 and due - now <= reserve then
+  allowed = true -- a reservation: the tokens are the caller's, due later
+  wait = due - now
+end
+if allowed and consume then
+  tokens = tokens - need
+  -- reset after an admission is last + (burst - tokens) * t - now > 0
+  redis.call('SET', key, string.format('%d %d', tokens, last), 'PX',
+             px(last + (burst - tokens) * t - now))
+end
+local remaining = tokens > 0 and tokens or 0
+local reset = 0
+if tokens < burst then reset = last + (burst - tokens) * t - now end
+local retry = allowed and -1 or due - now
+if permits > capacity then allowed, retry = false, -1 end
+return {allowed and 1 or 0, capacity, remaining, retry, reset, wait, 0}

@@ -1,0 +1,379 @@
+/* The redis backend against real redis-servers on loopback: shared limits across
+ * processes, NOSCRIPT, expiry, AUTH and ACL users, fork(), memory per key, and a
+ * server that is not there. */
+#include "fixture.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static test_redis *secured; /* a second server: requirepass and an ACL user */
+#define PASSWORD "s3cret-pass"
+
+static char *keyfile_for(const test_redis *redis, const char *auth, const char *rest)
+{
+    return g_strdup_printf("[sluice]\nbackend = redis\nredis = redis://%s127.0.0.1:%d/0\n"
+                           "on_error = deny\ntimeout = 500ms\n%s",
+                           auth ? auth : "", redis->port, rest);
+}
+
+static long long integer_of(redisReply *r)
+{
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* ---- a server that is not there ------------------------------------------------------ */
+
+START_TEST(unreachable_redis_at_init_does_not_stop_the_program)
+{
+    sluice_decision d;
+    g_autoptr(GError) error = NULL;
+    /* a port that nobody listens on */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    g_autofree char *ini =
+        g_strdup_printf("[sluice]\nbackend = redis\nredis = redis://127.0.0.1:%d\non_error = deny\n"
+                        "[limit:x]\nlimit = 5\nwindow = 1s\n",
+                        ntohs(a.sin_port));
+    g_autofree char *path = fixture_write_keyfile(ini);
+    ck_assert(sluice_init(path, &error));
+    ck_assert_int_eq(sluice_acquire("x", NULL, 1, &d, &error), SLUICE_ERROR);
+    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND));
+    ck_assert_msg(strstr(error->message, "connect") || strstr(error->message, "not answering"),
+                  "%s", error->message);
+    ck_assert_int_eq(d.allowed, FALSE); /* on_error = deny */
+    sluice_shutdown();
+}
+END_TEST
+
+/* ---- one limit, shared ----------------------------------------------------------------- */
+
+START_TEST(two_processes_share_one_limit)
+{
+    fixture_init("[limit:shared]\nalgorithm = sliding_log\nlimit = 10\nwindow = 1m\n");
+    gint *admitted =
+        mmap(NULL, sizeof(gint), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    *admitted = 0;
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    for (int i = 0; i < 15; i++)
+        if (sluice_acquire("shared", NULL, 1, NULL, NULL) == SLUICE_ALLOWED)
+            g_atomic_int_inc(admitted);
+    if (child == 0)
+        _exit(0);
+    int status;
+    waitpid(child, &status, 0);
+    ck_assert_int_eq(*admitted, 10);
+    sluice_shutdown();
+}
+END_TEST
+
+START_TEST(fork_children_decide_on_their_own_connections)
+{
+    sluice_decision d;
+    fixture_init("[limit:f]\nalgorithm = fixed_window\nlimit = 20\nwindow = 1m\n");
+    /* the parent's connection exists before the fork */
+    ck_assert_int_eq(sluice_acquire("f", NULL, 2, &d, NULL), SLUICE_ALLOWED);
+    pid_t children[3];
+    for (int c = 0; c < 3; c++) {
+        children[c] = fork();
+        if (children[c] == 0) {
+            int ok = 0;
+            for (int i = 0; i < 4; i++)
+                ok += sluice_acquire("f", NULL, 1, NULL, NULL) == SLUICE_ALLOWED;
+            _exit(ok == 4 ? 0 : 1);
+        }
+    }
+    for (int c = 0; c < 3; c++) {
+        int status;
+        waitpid(children[c], &status, 0);
+        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    /* 2 + 12 taken; the parent's own connection still works */
+    ck_assert_int_eq(sluice_acquire("f", NULL, 0, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 6);
+    sluice_shutdown();
+}
+END_TEST
+
+/* ---- scripts and keys --------------------------------------------------------------------- */
+
+START_TEST(noscript_after_script_flush_is_reloaded_transparently)
+{
+    fixture_init("[limit:g]\nalgorithm = gcra\nlimit = 5\nwindow = 10s\n");
+    ck_assert_int_eq(sluice_acquire("g", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
+    freeReplyObject(test_redis_command(fixture_redis(), "SCRIPT FLUSH"));
+    g_autoptr(GError) error = NULL;
+    sluice_decision d;
+    ck_assert_int_eq(sluice_acquire("g", NULL, 1, &d, &error), SLUICE_ALLOWED);
+    ck_assert_ptr_null(error);
+    ck_assert_int_eq(d.remaining, 3);
+    sluice_shutdown();
+}
+END_TEST
+
+START_TEST(keys_carry_a_ttl_and_vanish_when_idle)
+{
+    sluice_testing_set_clock(NULL, NULL, NULL);
+    fixture_init("[limit:t]\nalgorithm = fixed_window\nlimit = 5\nwindow = 200ms\n");
+    ck_assert_int_eq(sluice_acquire("t", "alice", 1, NULL, NULL), SLUICE_ALLOWED);
+    redisReply *keys = test_redis_command(fixture_redis(), "KEYS *");
+    ck_assert_int_eq(keys->elements, 1);
+    /* one key per limit and caller, with the hash tag around name and key */
+    ck_assert_str_eq(keys->element[0]->str, "sluice:{1:t:alice}");
+    freeReplyObject(keys);
+    long long ttl = integer_of(test_redis_command(fixture_redis(), "PTTL sluice:{1:t:alice}"));
+    ck_assert_int_gt(ttl, 0);
+    ck_assert_int_le(ttl, 201);
+    g_usleep(400000);
+    ck_assert_int_eq(integer_of(test_redis_command(fixture_redis(), "DBSIZE")), 0);
+    sluice_shutdown();
+}
+END_TEST
+
+static const char *const algorithms[] = {"fixed_window", "sliding_window", "token_bucket", "gcra"};
+
+START_TEST(memory_per_key_stays_small_whatever_the_limit)
+{
+    g_autofree char *ini = g_strdup_printf(
+        "[limit:m]\nalgorithm = %s\nlimit = 1000000\nwindow = 1000s\n", algorithms[_i]);
+    fixture_init(ini);
+    ck_assert_int_eq(sluice_acquire("m", "user-123456", 999, NULL, NULL), SLUICE_ALLOWED);
+    long long bytes =
+        integer_of(test_redis_command(fixture_redis(), "MEMORY USAGE sluice:{1:m:user-123456}"));
+    ck_assert_msg(bytes < 150, "%s: %lld bytes per key", algorithms[_i], bytes);
+    sluice_shutdown();
+}
+END_TEST
+
+/* ---- AUTH and ACL --------------------------------------------------------------------- */
+
+START_TEST(password_auth_works_and_a_wrong_one_fails_init)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *good =
+        keyfile_for(secured, ":" PASSWORD "@", "[limit:a]\nlimit = 1\nwindow = 1m\n");
+    g_autofree char *path = fixture_write_keyfile(good);
+    ck_assert(sluice_init(path, &error));
+    ck_assert_int_eq(sluice_acquire("a", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(sluice_acquire("a", NULL, 1, NULL, NULL), SLUICE_DENIED);
+    sluice_shutdown();
+
+    g_autofree char *bad = keyfile_for(secured, ":wrong@", "[limit:a]\nlimit = 1\nwindow = 1m\n");
+    g_autofree char *bad_path = fixture_write_keyfile(bad);
+    ck_assert(!sluice_init(bad_path, &error));
+    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH));
+    ck_assert_msg(strstr(error->message, "AUTH") && strstr(error->message, "WRONGPASS"), "%s",
+                  error->message);
+    ck_assert_ptr_null(strstr(error->message, "wrong")); /* the password is not repeated */
+    g_clear_error(&error);
+
+    g_autofree char *none = keyfile_for(secured, NULL, "");
+    g_autofree char *none_path = fixture_write_keyfile(none);
+    ck_assert(!sluice_init(none_path, &error));
+    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH));
+    ck_assert_msg(strstr(error->message, "NOAUTH"), "%s", error->message);
+}
+END_TEST
+
+START_TEST(acl_user_auth_works)
+{
+    g_autofree char *ini =
+        keyfile_for(secured, "app:app-pass@", "[limit:a]\nlimit = 2\nwindow = 1m\n");
+    g_autofree char *path = fixture_write_keyfile(ini);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
+    ck_assert_int_eq(sluice_acquire("a", "k", 2, NULL, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(sluice_acquire("a", "k", 1, NULL, NULL), SLUICE_DENIED);
+    sluice_shutdown();
+
+    g_autofree char *bad = keyfile_for(secured, "app:nope@", "");
+    g_autofree char *bad_path = fixture_write_keyfile(bad);
+    ck_assert(!sluice_init(bad_path, &error));
+    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH));
+}
+END_TEST
+
+/* ---- many processes, many threads --------------------------------------------------------- */
+
+#define PROCS     4
+#define THREADS   4
+#define RUN_US    3000000
+#define MAX_CALLS 20000
+
+typedef struct {
+    gint n;
+    gint in_flight, most_in_flight;
+    gint64 sent[MAX_CALLS], received[MAX_CALLS]; /* CLOCK_REALTIME µs, as Redis TIME */
+} shared_log;
+
+static shared_log *shared;
+static const char *hammered;
+static gboolean holds; /* concurrency: hold the permit a moment, then release */
+
+static gpointer hammer(gpointer data)
+{
+    (void)data;
+    gint64 end = g_get_monotonic_time() + RUN_US;
+    while (g_get_monotonic_time() < end) {
+        gint64 sent = g_get_real_time();
+        if (sluice_acquire(hammered, NULL, 1, NULL, NULL) != SLUICE_ALLOWED)
+            continue;
+        gint64 received = g_get_real_time();
+        if (holds) {
+            gint now = g_atomic_int_add(&shared->in_flight, 1) + 1;
+            gint most;
+            do
+                most = g_atomic_int_get(&shared->most_in_flight);
+            while (now > most &&
+                   !g_atomic_int_compare_and_exchange(&shared->most_in_flight, most, now));
+            g_usleep(2000);
+            g_atomic_int_add(&shared->in_flight, -1);
+            sluice_release(hammered, NULL, 1);
+            continue;
+        }
+        gint i = g_atomic_int_add(&shared->n, 1);
+        if (i < MAX_CALLS) {
+            shared->sent[i] = sent;
+            shared->received[i] = received;
+        }
+    }
+    return NULL;
+}
+
+/* PROCS processes of THREADS threads each decide on `name` for RUN_US. */
+static void hammer_from_processes(const char *rules, const char *name, gboolean hold)
+{
+    fixture_init(rules);
+    shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    memset(shared, 0, sizeof *shared);
+    hammered = name;
+    holds = hold;
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        pids[p] = fork();
+        if (pids[p] == 0) {
+            GThread *threads[THREADS];
+            for (int t = 0; t < THREADS; t++)
+                threads[t] = g_thread_new("hammer", hammer, NULL);
+            for (int t = 0; t < THREADS; t++)
+                g_thread_join(threads[t]);
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < PROCS; p++)
+        waitpid(pids[p], NULL, 0);
+    sluice_shutdown();
+    ck_assert_int_lt(shared->n, MAX_CALLS);
+}
+
+/* The most admissions that certainly fell in one window (x - w, x]: those sent
+ * after x - w and answered by x. Redis decided each somewhere in [sent, received]. */
+static gint most_certainly_in_a_window(gint64 w)
+{
+    gint most = 0;
+    for (gint i = 0; i < shared->n; i++) {
+        gint64 x = shared->received[i];
+        gint in = 0;
+        for (gint j = 0; j < shared->n; j++)
+            in += shared->sent[j] > x - w && shared->received[j] <= x;
+        most = MAX(most, in);
+    }
+    return most;
+}
+
+START_TEST(sliding_log_shared_by_processes_never_admits_more_than_the_limit)
+{
+    hammer_from_processes("[limit:h]\nalgorithm = sliding_log\nlimit = 100\nwindow = 500ms\n", "h",
+                          FALSE);
+    ck_assert_int_le(most_certainly_in_a_window(500000), 100);
+    /* demand exceeds the limit: about 6 windows' worth pass, at least 5 */
+    ck_assert_int_ge(shared->n, 500);
+    ck_assert_int_le(shared->n, 700);
+}
+END_TEST
+
+START_TEST(fixed_window_shared_by_processes_admits_at_most_twice_the_limit_per_window)
+{
+    hammer_from_processes("[limit:h]\nalgorithm = fixed_window\nlimit = 100\nwindow = 500ms\n", "h",
+                          FALSE);
+    ck_assert_int_le(most_certainly_in_a_window(500000), 200);
+    ck_assert_int_ge(shared->n, 500);
+    ck_assert_int_le(shared->n, 700);
+}
+END_TEST
+
+START_TEST(token_bucket_and_gcra_shared_by_processes_keep_their_rate)
+{
+    static const char *const rules[] = {
+        "[limit:h]\nalgorithm = token_bucket\nlimit = 100\nwindow = 500ms\nburst = 50\n",
+        "[limit:h]\nalgorithm = gcra\nlimit = 100\nwindow = 500ms\nburst = 50\n",
+    };
+    hammer_from_processes(rules[_i], "h", FALSE);
+    /* burst + rate: 50 + 100 per 500 ms over about 3 s */
+    ck_assert_int_le(most_certainly_in_a_window(500000), 150 + 1);
+    ck_assert_int_ge(shared->n, 500);
+    ck_assert_int_le(shared->n, 50 + 100 * 7);
+}
+END_TEST
+
+START_TEST(concurrency_shared_by_processes_never_has_more_in_flight)
+{
+    hammer_from_processes("[limit:h]\nalgorithm = concurrency\nlimit = 3\nwindow = 1m\n", "h",
+                          TRUE);
+    ck_assert_int_le(shared->most_in_flight, 3);
+    ck_assert_int_eq(shared->most_in_flight, 3);
+}
+END_TEST
+
+int main(void)
+{
+    g_setenv("SLUICE_TEST_BACKEND", "redis", TRUE);
+    const char *const secure_args[] = {"--requirepass", PASSWORD, NULL};
+    secured = test_redis_start(secure_args);
+    redisContext *admin = test_redis_connect(secured, PASSWORD);
+    redisReply *r = redisCommand(admin, "ACL SETUSER app on >app-pass ~* +@all");
+    g_assert(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(admin);
+
+    Suite *s = suite_create("redis");
+    TCase *tc = tcase_create("backend");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, unreachable_redis_at_init_does_not_stop_the_program);
+    tcase_add_test(tc, two_processes_share_one_limit);
+    tcase_add_test(tc, fork_children_decide_on_their_own_connections);
+    tcase_add_test(tc, noscript_after_script_flush_is_reloaded_transparently);
+    tcase_add_test(tc, keys_carry_a_ttl_and_vanish_when_idle);
+    tcase_add_loop_test(tc, memory_per_key_stays_small_whatever_the_limit, 0,
+                        G_N_ELEMENTS(algorithms));
+    tcase_add_test(tc, password_auth_works_and_a_wrong_one_fails_init);
+    tcase_add_test(tc, acl_user_auth_works);
+    suite_add_tcase(s, tc);
+
+    TCase *load = tcase_create("processes");
+    tcase_set_timeout(load, 120);
+    tcase_add_test(load, sliding_log_shared_by_processes_never_admits_more_than_the_limit);
+    tcase_add_test(load,
+                   fixed_window_shared_by_processes_admits_at_most_twice_the_limit_per_window);
+    tcase_add_loop_test(load, token_bucket_and_gcra_shared_by_processes_keep_their_rate, 0, 2);
+    tcase_add_test(load, concurrency_shared_by_processes_never_has_more_in_flight);
+    suite_add_tcase(s, load);
+
+    int status = fixture_run(s);
+    test_redis_stop(secured);
+    return status;
+}

@@ -1,0 +1,34 @@
+/* A real redis-server for the tests: started on a free loopback port, stopped after. */
+#ifndef SLUICE_TEST_REDIS_SERVER_H
+#define SLUICE_TEST_REDIS_SERVER_H
+
+#include <glib.h>
+#include <hiredis/hiredis.h>
+
+typedef struct {
+    GPid pid;
+    int port;
+    char *dir;    /* its working directory (removed when stopped) */
+    GStrv extra;  /* extra redis-server arguments, e.g. --requirepass */
+} test_redis;
+
+/* Starts redis-server on 127.0.0.1 on a free port with `extra` arguments (NULL-ended,
+ * may be NULL) and waits until it answers PING. Aborts the test (never skips) when
+ * it cannot: a suite that needs Redis fails without it. */
+test_redis *test_redis_start(const char *const *extra);
+/* Stops it (SIGTERM, then SIGKILL after 5 s) and removes its directory. */
+void test_redis_stop(test_redis *redis);
+/* SIGSTOP / SIGCONT: a server that hangs, and comes back. */
+void test_redis_pause(test_redis *redis);
+void test_redis_resume(test_redis *redis);
+/* Kills it and starts it again on the same port. */
+void test_redis_restart(test_redis *redis);
+
+/* redis://127.0.0.1:PORT/0 (g_free it). */
+char *test_redis_url(const test_redis *redis);
+/* A new connection to it (redisFree it), authenticated with password if not NULL. */
+redisContext *test_redis_connect(const test_redis *redis, const char *password);
+/* Runs one command (printf-style, as redisCommand) and returns the reply. */
+redisReply *test_redis_command(const test_redis *redis, const char *format, ...);
+
+#endif
