@@ -91,8 +91,10 @@ static gboolean command(const redis_backend *b, redisContext *ctx, int auth_code
     return ok;
 }
 
-/* A new connection, authenticated and on its database; NULL and *error when not. */
-static redisContext *connect_to(const redis_backend *b, GError **error)
+/* A new connection, authenticated and on its database; NULL and *error when not.
+ * probe: also PING, so that a server wanting a password it was not given fails
+ * now with SLUICE_ERROR_AUTH (at init), not at the first decision. */
+static redisContext *connect_to(const redis_backend *b, gboolean probe, GError **error)
 {
     struct timeval tv = to_timeval(b->timeout_us);
     redisContext *ctx = b->url.socket ? redisConnectUnixWithTimeout(b->url.socket, tv)
@@ -119,7 +121,7 @@ static redisContext *connect_to(const redis_backend *b, GError **error)
         }
     }
     const char *ping[] = {"PING"}; /* NOAUTH here: a password is needed and missing */
-    if (!command(b, ctx, SLUICE_ERROR_AUTH, error, 1, ping)) {
+    if (probe && !command(b, ctx, SLUICE_ERROR_AUTH, error, 1, ping)) {
         redisFree(ctx);
         return NULL;
     }
@@ -135,7 +137,7 @@ static redisContext *connect_to(const redis_backend *b, GError **error)
 }
 
 /* This thread's connection to b, connecting when needed; NULL and *error when not. */
-static connection *connection_for(const redis_backend *b, GError **error)
+static connection *connection_for(const redis_backend *b, gboolean probe, GError **error)
 {
     connection *c = g_private_get(&thread_connection);
     if (!c) {
@@ -147,7 +149,7 @@ static connection *connection_for(const redis_backend *b, GError **error)
         c->ctx = NULL;
     }
     if (!c->ctx) {
-        c->ctx = connect_to(b, error);
+        c->ctx = connect_to(b, probe, error);
         if (!c->ctx)
             return NULL;
         c->pid = getpid();
@@ -246,7 +248,7 @@ static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__r
                     sluice__breaker_retry_ms(&b->breaker));
         return FALSE;
     }
-    connection *c = connection_for(b, &failure);
+    connection *c = connection_for(b, FALSE, &failure);
     redisReply *reply = NULL;
     if (c) {
         g_autofree char *k1 = state_key(b, limiter->name, key);
@@ -336,7 +338,7 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
 
     /* connect now: bad credentials stop init, an absent server does not */
     GError *failure = NULL;
-    if (!connection_for(b, &failure)) {
+    if (!connection_for(b, TRUE, &failure)) {
         if (g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH)) {
             g_propagate_error(error, failure);
             redis_free(&b->base);

@@ -339,6 +339,106 @@ START_TEST(concurrency_shared_by_processes_never_has_more_in_flight)
 }
 END_TEST
 
+/* ---- a server that hangs, and comes back ----------------------------------------------- */
+
+#define FAULTY(policy)                                                                             \
+    "[sluice]\ntimeout = 100ms\non_error = " policy "\n"                                           \
+    "[limit:p]\nalgorithm = fixed_window\nlimit = 2\nwindow = 1m\n"
+
+/* Calls until Redis answers again; returns how long that took (µs). */
+static gint64 until_redis_answers(void)
+{
+    gint64 start = g_get_monotonic_time();
+    for (;;) {
+        GError *error = NULL;
+        int r = sluice_acquire("p", NULL, 0, NULL, &error);
+        if (r != SLUICE_ERROR)
+            return g_get_monotonic_time() - start;
+        g_error_free(error);
+        ck_assert_int_lt(g_get_monotonic_time() - start, 5000000);
+        g_usleep(10000);
+    }
+}
+
+START_TEST(a_hung_server_costs_a_timeout_then_the_breaker_answers_at_once)
+{
+    sluice_testing_set_clock(NULL, NULL, NULL);
+    fixture_init(FAULTY("deny"));
+    ck_assert_int_eq(sluice_acquire("p", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
+    test_redis_pause(fixture_redis());
+    gint64 slowest = 0;
+    for (int i = 0; i < 10; i++) {
+        g_autoptr(GError) error = NULL;
+        sluice_decision d;
+        gint64 t0 = g_get_monotonic_time();
+        ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_ERROR);
+        gint64 took = g_get_monotonic_time() - t0;
+        slowest = MAX(slowest, took);
+        ck_assert_int_eq(d.allowed, FALSE); /* on_error = deny */
+        ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND));
+        if (i < 3)
+            ck_assert_msg(strstr(error->message, "timed out"), "%s", error->message);
+        else /* the breaker is open: no call waits for the dead server */
+            ck_assert_int_lt(took, 150000);
+    }
+    /* a reconnect costs a connect plus the command: two timeouts at most */
+    ck_assert_int_lt(slowest, 2 * 100000 + 50000);
+    test_redis_resume(fixture_redis());
+    ck_assert_int_lt(until_redis_answers(), 1500000); /* the breaker's pause is at most 1 s */
+    /* the timed-out commands were sent, and the resumed server ran them: they
+     * may have taken permits (a limiter errs on the side of fewer), so the
+     * limit is now used up, and the answer comes from Redis again */
+    g_autoptr(GError) error = NULL;
+    ck_assert_int_eq(sluice_acquire("p", NULL, 1, NULL, &error), SLUICE_DENIED);
+    ck_assert_ptr_null(error);
+    sluice_shutdown();
+}
+END_TEST
+
+START_TEST(a_restarted_server_is_used_again_without_help)
+{
+    test_redis *own = test_redis_start(NULL); /* restarted by this process, which reaps it */
+    g_autofree char *url = test_redis_url(own);
+    g_autofree char *ini =
+        g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\n%s", url, FAULTY("allow"));
+    g_autofree char *path = fixture_write_keyfile(ini);
+    sluice_testing_set_clock(NULL, NULL, NULL);
+    ck_assert(sluice_init(path, NULL));
+    ck_assert_int_eq(sluice_acquire("p", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
+    test_redis_restart(own);
+    /* the old connection is dead; the next calls reconnect by themselves */
+    ck_assert_int_lt(until_redis_answers(), 1500000);
+    sluice_decision d;
+    ck_assert_int_eq(sluice_acquire("p", NULL, 2, &d, NULL), SLUICE_ALLOWED); /* a new server */
+    ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, NULL), SLUICE_DENIED);
+    sluice_shutdown();
+    test_redis_stop(own);
+}
+END_TEST
+
+START_TEST(on_error_local_decides_in_process_while_redis_is_away)
+{
+    sluice_testing_set_clock(NULL, NULL, NULL);
+    fixture_init(FAULTY("local"));
+    test_redis_pause(fixture_redis());
+    sluice_decision d;
+    g_autoptr(GError) error = NULL;
+    ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_ERROR);
+    ck_assert_int_eq(d.allowed, TRUE);
+    g_clear_error(&error);
+    ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_ERROR);
+    ck_assert_int_eq(d.allowed, TRUE);
+    g_clear_error(&error);
+    ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_ERROR);
+    ck_assert_int_eq(d.allowed, FALSE); /* the same rule, kept in process */
+    ck_assert_int_eq(d.limit, 2);
+    test_redis_resume(fixture_redis());
+    /* back to Redis by itself (no error); the in-process state is not carried over */
+    ck_assert_int_lt(until_redis_answers(), 1500000);
+    sluice_shutdown();
+}
+END_TEST
+
 int main(void)
 {
     g_setenv("SLUICE_TEST_BACKEND", "redis", TRUE);
@@ -372,6 +472,13 @@ int main(void)
     tcase_add_loop_test(load, token_bucket_and_gcra_shared_by_processes_keep_their_rate, 0, 2);
     tcase_add_test(load, concurrency_shared_by_processes_never_has_more_in_flight);
     suite_add_tcase(s, load);
+
+    TCase *faults = tcase_create("faults");
+    tcase_set_timeout(faults, 60);
+    tcase_add_test(faults, a_hung_server_costs_a_timeout_then_the_breaker_answers_at_once);
+    tcase_add_test(faults, a_restarted_server_is_used_again_without_help);
+    tcase_add_test(faults, on_error_local_decides_in_process_while_redis_is_away);
+    suite_add_tcase(s, faults);
 
     int status = fixture_run(s);
     test_redis_stop(secured);

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,6 +55,14 @@ redisContext *test_redis_connect(const test_redis *redis, const char *password)
     return ctx;
 }
 
+/* In the server's process before exec: it dies with the process that started it,
+ * so a test that fails half-way leaves no server behind. */
+static void die_with_parent(gpointer data)
+{
+    (void)data;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
 /* Spawns the server on redis->port; TRUE once it answers PING within 5 s. */
 static gboolean spawn(test_redis *redis)
 {
@@ -72,7 +81,7 @@ static gboolean spawn(test_redis *redis)
     gboolean ok =
         g_spawn_async(redis->dir, (char **)argv->pdata, NULL,
                       G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
-                      NULL, NULL, &redis->pid, &error);
+                      die_with_parent, NULL, &redis->pid, &error);
     g_ptr_array_free(argv, TRUE);
     need(ok, "redis-server cannot be started (install redis-server): %s",
          error ? error->message : "?");
