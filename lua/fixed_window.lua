@@ -53,11 +53,12 @@ end
 local allowed = count + need <= limit
 if allowed and consume then
   count = count + need
-  -- reset after an admission is start + w - now > 0
-  redis.call('SET', key, string.format('%d %d', start, count), 'PX', px(start + w - now))
+  -- reset after an admission is (start - now) + w > 0
+  redis.call('SET', key, string.format('%d %d', start, count), 'PX', px((start - now) + w))
 end
 local remaining = limit - count
-local reset = count > 0 and start + w - now or 0
-local retry = allowed and -1 or start + w - now
+-- differences first: every intermediate stays a small exact integer
+local reset = count > 0 and (start - now) + w or 0
+local retry = allowed and -1 or (start - now) + w
 if permits > capacity then allowed, retry = false, -1 end
 return {allowed and 1 or 0, capacity, remaining, retry, reset, 0, 0}

@@ -51,17 +51,18 @@ if stored then
   local s = tonumber(stored)
   if s > now then tat = s end
 end
-local new_tat = tat + need * t
-local allow_at = new_tat - dvt
+-- times relative to now: new_tat - now, allow_at - now
 local ttl = tat - now
+local new_ttl = ttl + need * t
+local allow_in = new_ttl - dvt
 
-local allowed = now >= allow_at
+local allowed = allow_in <= 0
 if allowed and consume then
-  ttl = new_tat - now -- > 0
-  redis.call('SET', key, string.format('%d', new_tat), 'PX', px(ttl))
+  ttl = new_ttl -- > 0
+  redis.call('SET', key, string.format('%d', now + new_ttl), 'PX', px(ttl))
 end
 local next = dvt - ttl
 local remaining = next > 0 and idiv(next, t) or 0
-local retry = allowed and -1 or allow_at - now
+local retry = allowed and -1 or allow_in
 if permits > capacity then allowed, retry = false, -1 end
 return {allowed and 1 or 0, capacity, remaining, retry, ttl, 0, 0}

@@ -58,7 +58,7 @@ end
 
 local allowed = total + need <= limit
 local retry = -1
-if not allowed then retry = time_of(total + need - limit) + w - now end
+if not allowed then retry = (time_of(total + need - limit) - now) + w end
 local newest = nil
 if allowed and consume then
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - w))
@@ -83,7 +83,7 @@ if allowed and consume then
   end
   total = total + need
   newest = t
-  local ttl = px(newest + w - now)
+  local ttl = px((newest - now) + w)
   redis.call('PEXPIRE', key, ttl)
   redis.call('PEXPIRE', seq, ttl)
 end
@@ -93,7 +93,7 @@ if total > 0 then
   if not newest then
     newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
   end
-  reset = newest + w - now
+  reset = (newest - now) + w
 end
 if permits > capacity then allowed, retry = false, -1 end
 return {allowed and 1 or 0, capacity, remaining, retry, reset, 0, 0}

@@ -69,13 +69,13 @@ local weight = w_ms - e_ms -- the previous window's share, in w_ms parts
 local allowed = cur + need <= limit and prev * weight + (cur + need) * w_ms <= limit * w_ms
 if allowed and consume then
   cur = cur + need
-  -- reset after an admission is start + 2w - now > 0
-  redis.call('SET', key, string.format('%d %d %d', start, cur, prev), 'PX', px(start + 2 * w - now))
+  -- reset after an admission is (start - now) + 2w > 0
+  redis.call('SET', key, string.format('%d %d %d', start, cur, prev), 'PX', px((start - now) + 2 * w))
 end
 local remaining = idiv(limit * w_ms - prev * weight - cur * w_ms, w_ms)
 if remaining < 0 then remaining = 0 end
 local reset = 0
-if cur > 0 then reset = start + 2 * w - now elseif prev > 0 then reset = start + w - now end
+if cur > 0 then reset = (start - now) + 2 * w elseif prev > 0 then reset = (start - now) + w end
 local retry = -1
 if not allowed then
   local done = false
@@ -83,7 +83,7 @@ if not allowed then
   if cur + need <= limit and prev > 0 then
     local e_due = w_ms - idiv((limit - cur - need) * w_ms, prev)
     if e_due < w_ms then
-      retry = start + e_due * 1000 - now
+      retry = (start - now) + e_due * 1000
       done = true
     end
   end
@@ -94,7 +94,7 @@ if not allowed then
       e_next = w_ms - idiv((limit - need) * w_ms, cur)
       if e_next < 0 then e_next = 0 end
     end
-    retry = start + w + e_next * 1000 - now
+    retry = (start - now) + w + e_next * 1000
   end
 end
 if permits > capacity then allowed, retry = false, -1 end

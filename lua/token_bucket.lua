@@ -62,22 +62,23 @@ if stored then
   end
 end
 
-local due = last + (need - tokens) * t
+-- times relative to now (differences first): every intermediate stays exact
+local due_in = (last - now) + (need - tokens) * t
 local allowed = tokens >= need
 local wait = 0
-if not allowed and consume and reserve > 0 and due - now <= reserve then
+if not allowed and consume and reserve > 0 and due_in <= reserve then
   allowed = true -- a reservation: the tokens are the caller's, due later
-  wait = due - now
+  wait = due_in
 end
 if allowed and consume then
   tokens = tokens - need
-  -- reset after an admission is last + (burst - tokens) * t - now > 0
+  -- reset after an admission is (last - now) + (burst - tokens) * t > 0
   redis.call('SET', key, string.format('%d %d', tokens, last), 'PX',
-             px(last + (burst - tokens) * t - now))
+             px((last - now) + (burst - tokens) * t))
 end
 local remaining = tokens > 0 and tokens or 0
 local reset = 0
-if tokens < burst then reset = last + (burst - tokens) * t - now end
-local retry = allowed and -1 or due - now
+if tokens < burst then reset = (last - now) + (burst - tokens) * t end
+local retry = allowed and -1 or due_in
 if permits > capacity then allowed, retry = false, -1 end
 return {allowed and 1 or 0, capacity, remaining, retry, reset, wait, 0}
