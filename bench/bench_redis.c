@@ -695,13 +695,16 @@ static char *write_keyfile(int port, GError **error)
     return path;
 }
 
-/* SCRIPT LOADs lua/SCRIPT_NAME.lua; its sha (g_free it), or NULL and *error. */
+/* SCRIPT LOADs lua/SCRIPT_NAME.lua behind lua/prelude.lua, as the build embeds it;
+ * its sha (g_free it), or NULL and *error. */
 static char *load_script(redisContext *ctl, GError **error)
 {
-    g_autofree char *source = NULL;
-    gsize len;
-    if (!g_file_get_contents(SLUICE_BENCH_LUA_DIR "/" SCRIPT_NAME ".lua", &source, &len, error))
+    g_autofree char *prelude = NULL, *script = NULL;
+    if (!g_file_get_contents(SLUICE_BENCH_LUA_DIR "/prelude.lua", &prelude, NULL, error) ||
+        !g_file_get_contents(SLUICE_BENCH_LUA_DIR "/" SCRIPT_NAME ".lua", &script, NULL, error))
         return NULL;
+    g_autofree char *source = g_strconcat(prelude, "\n", script, NULL);
+    gsize len = strlen(source);
     redisReply *r = ask(ctl, error, "SCRIPT LOAD %b", source, len);
     if (!r)
         return NULL;

@@ -8,29 +8,7 @@
 -- Emission interval T = interval_us, delay variation tolerance = burst * T.
 -- seq_key is unused.
 
--- C's a / b for b > 0 (truncates toward zero), exact in doubles for |a| < 2^53
-local function idiv(a, b)
-  local neg = a < 0
-  if neg then a = -a end
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
-  if neg then return -q end
-  return q
-end
-
--- the PX of a key whose state is back to full capacity after `us` (> 0) µs
-local function px(us)
-  return string.format('%d', idiv(us + 999, 1000) + 1)
-end
-
-local function now_us()
-  if ARGV[8] == nil or ARGV[8] == '' then
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  return tonumber(ARGV[8])
-end
+-- idiv, px and now_us come from prelude.lua, prepended at build time
 
 local key = KEYS[1]
 local burst = tonumber(ARGV[4])
