@@ -6,17 +6,17 @@
 
 typedef struct {
     GMutex lock;
-    gint open;          /* atomic: 1 while calls are refused                  */
-    gint failures;      /* atomic: consecutive failures                       */
-    gint64 open_until;  /* monotonic µs: when the next trial call may go out  */
-    gint64 backoff_us;  /* the current pause, doubling up to SLUICE__BREAKER_MAX */
-    gboolean trial;     /* a trial call is out                                */
-    const char *what;   /* for the log: "redis 127.0.0.1:6379"                */
+    gint open;         /* atomic: 1 while calls are refused                  */
+    gint failures;     /* atomic: consecutive failures                       */
+    gint64 open_until; /* monotonic µs: when the next trial call may go out  */
+    gint64 backoff_us; /* the current pause, doubling up to SLUICE__BREAKER_MAX */
+    gboolean trial;    /* a trial call is out                                */
+    const char *what;  /* for the log: "redis 127.0.0.1:6379"                */
 } sluice__breaker;
 
-#define SLUICE__BREAKER_FAILURES 3                       /* failures that open it  */
+#define SLUICE__BREAKER_FAILURES 3                            /* failures that open it  */
 #define SLUICE__BREAKER_FIRST_US (G_GINT64_CONSTANT(50000))   /* first pause         */
-#define SLUICE__BREAKER_MAX_US (G_GINT64_CONSTANT(1000000))   /* longest pause       */
+#define SLUICE__BREAKER_MAX_US   (G_GINT64_CONSTANT(1000000)) /* longest pause       */
 
 void sluice__breaker_init(sluice__breaker *b, const char *what);
 void sluice__breaker_clear(sluice__breaker *b);

@@ -8,8 +8,8 @@
 typedef struct {
     GPid pid;
     int port;
-    char *dir;    /* its working directory (removed when stopped) */
-    GStrv extra;  /* extra redis-server arguments, e.g. --requirepass */
+    char *dir;   /* its working directory (removed when stopped) */
+    GStrv extra; /* extra redis-server arguments, e.g. --requirepass */
 } test_redis;
 
 /* Starts redis-server on 127.0.0.1 on a free port with `extra` arguments (NULL-ended,
