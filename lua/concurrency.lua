@@ -10,7 +10,7 @@
 -- number from the seq_key counter; both keys get PX = ceil(reset/1000) + 1 ms and
 -- are deleted when no lease is left after a release.
 
--- idiv, px and now_us come from prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing and zadd_range come from prelude.lua, prepended at build time
 
 local key, seq = KEYS[1], KEYS[2]
 local limit = tonumber(ARGV[2])
@@ -41,9 +41,7 @@ if ARGV[1] == 'release' then
 end
 
 local capacity = limit
-local need = permits > 0 and permits or 1
-local consume = permits > 0 and permits <= capacity
-if need > capacity then need = capacity + 1 end
+local need, consume = sizing(permits, capacity)
 
 local live = '(' .. now_s -- leases expiring after now
 local total = redis.call('ZCOUNT', key, live, '+inf')
@@ -69,18 +67,7 @@ if allowed and consume then
   if last and last > expiry then expiry = last end
   local top = redis.call('INCRBY', seq, string.format('%d', need))
   local score = string.format('%d', expiry)
-  local i = top - need + 1
-  while i <= top do
-    local args = {}
-    local n = 0
-    while i <= top and n < 1000 do
-      args[#args + 1] = score
-      args[#args + 1] = string.format('%d', i)
-      i = i + 1
-      n = n + 1
-    end
-    redis.call('ZADD', key, unpack(args))
-  end
+  zadd_range(key, score, top - need + 1, top)
   total = total + need
   leased = need
   newest = expiry

@@ -6,7 +6,7 @@
 -- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs.
 -- State (string, PX = ceil(reset/1000) + 1 ms): "start count". seq_key is unused.
 
--- idiv, px and now_us come from prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing and zadd_range come from prelude.lua, prepended at build time
 
 local key = KEYS[1]
 local limit = tonumber(ARGV[2])
@@ -16,9 +16,7 @@ if ARGV[1] == 'release' then permits = 0 end
 local now = now_us()
 
 local capacity = limit
-local need = permits > 0 and permits or 1
-local consume = permits > 0 and permits <= capacity
-if need > capacity then need = capacity + 1 end
+local need, consume = sizing(permits, capacity)
 
 local start, count = now, 0
 local stored = redis.call('GET', key)

@@ -8,7 +8,7 @@
 -- Emission interval T = interval_us, delay variation tolerance = burst * T.
 -- seq_key is unused.
 
--- idiv, px and now_us come from prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing and zadd_range come from prelude.lua, prepended at build time
 
 local key = KEYS[1]
 local burst = tonumber(ARGV[4])
@@ -18,9 +18,7 @@ if ARGV[1] == 'release' then permits = 0 end
 local now = now_us()
 
 local capacity = burst
-local need = permits > 0 and permits or 1
-local consume = permits > 0 and permits <= capacity
-if need > capacity then need = capacity + 1 end
+local need, consume = sizing(permits, capacity)
 
 local dvt = burst * t
 local tat = now

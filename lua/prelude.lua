@@ -24,3 +24,28 @@ local function now_us()
   end
   return tonumber(ARGV[8])
 end
+
+-- The permits a call is sized at: `need` (1 for a peek, capacity + 1 past the
+-- capacity, which is denied whatever the state) and whether it may consume.
+local function sizing(permits, capacity)
+  local need = permits > 0 and permits or 1
+  if need > capacity then need = capacity + 1 end
+  return need, permits > 0 and permits <= capacity
+end
+
+-- ZADDs the members first..top (decimal sequence numbers), all at score, in
+-- batches of 1000 so that no call gets too many arguments.
+local function zadd_range(key, score, first, top)
+  local i = first
+  while i <= top do
+    local args = {}
+    local n = 0
+    while i <= top and n < 1000 do
+      args[#args + 1] = score
+      args[#args + 1] = string.format('%d', i)
+      i = i + 1
+      n = n + 1
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+end

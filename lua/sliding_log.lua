@@ -8,7 +8,7 @@
 -- number from the seq_key counter (unique even when permits share a microsecond);
 -- both keys get PX = ceil(reset/1000) + 1 ms. Memory grows with limit.
 
--- idiv, px and now_us come from prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing and zadd_range come from prelude.lua, prepended at build time
 
 local key, seq = KEYS[1], KEYS[2]
 local limit = tonumber(ARGV[2])
@@ -18,9 +18,7 @@ if ARGV[1] == 'release' then permits = 0 end
 local now = now_us()
 
 local capacity = limit
-local need = permits > 0 and permits or 1
-local consume = permits > 0 and permits <= capacity
-if need > capacity then need = capacity + 1 end
+local need, consume = sizing(permits, capacity)
 
 local since = '(' .. string.format('%d', now - w) -- entries at or before now - w have left
 local total = redis.call('ZCOUNT', key, since, '+inf')
@@ -47,18 +45,7 @@ if allowed and consume then
   local top = redis.call('INCRBY', seq, string.format('%d', need))
   local first = top - need + 1
   local score = string.format('%d', t)
-  local i = first
-  while i <= top do
-    local args = {}
-    local n = 0
-    while i <= top and n < 1000 do
-      args[#args + 1] = score
-      args[#args + 1] = string.format('%d', i)
-      i = i + 1
-      n = n + 1
-    end
-    redis.call('ZADD', key, unpack(args))
-  end
+  zadd_range(key, score, first, top)
   total = total + need
   newest = t
   local ttl = px((newest - now) + w)

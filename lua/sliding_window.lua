@@ -8,7 +8,7 @@
 -- aligned to multiples of window_us. seq_key is unused. limit * window_ms < 2^52
 -- keeps every product exact.
 
--- idiv, px and now_us come from prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing and zadd_range come from prelude.lua, prepended at build time
 
 local key = KEYS[1]
 local limit = tonumber(ARGV[2])
@@ -18,9 +18,7 @@ if ARGV[1] == 'release' then permits = 0 end
 local now = now_us()
 
 local capacity = limit
-local need = permits > 0 and permits or 1
-local consume = permits > 0 and permits <= capacity
-if need > capacity then need = capacity + 1 end
+local need, consume = sizing(permits, capacity)
 
 local w_ms = idiv(w, 1000)
 local r = now - idiv(now, w) * w -- C's now % w

@@ -9,7 +9,7 @@
 -- State (string, PX = ceil(reset/1000) + 1 ms): "tokens last_refill" (tokens may be
 -- below 0 while reservations are pending). seq_key is unused.
 
--- idiv, px and now_us come from prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing and zadd_range come from prelude.lua, prepended at build time
 
 local key = KEYS[1]
 local burst = tonumber(ARGV[4])
@@ -20,10 +20,8 @@ if ARGV[1] == 'release' then permits, reserve = 0, 0 end
 local now = now_us()
 
 local capacity = burst
-local need = permits > 0 and permits or 1
-local consume = permits > 0 and permits <= capacity
+local need, consume = sizing(permits, capacity)
 if permits > capacity then reserve = 0 end
-if need > capacity then need = capacity + 1 end
 
 local tokens, last = burst, now
 local stored = redis.call('GET', key)

@@ -144,6 +144,25 @@ START_TEST(keys_carry_a_ttl_and_vanish_when_idle)
 }
 END_TEST
 
+START_TEST(calls_for_thousands_of_permits_log_one_member_each)
+{
+    sluice_decision d;
+    fixture_init("[limit:log]\nalgorithm = sliding_log\nlimit = 2500\nwindow = 1m\n"
+                 "[limit:cc]\nalgorithm = concurrency\nlimit = 1500\n");
+    ck_assert_int_eq(sluice_acquire("log", NULL, 2500, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(integer_of(test_redis_command(fixture_redis(), "ZCARD sluice:{3:log:}")),
+                     2500);
+    ck_assert_int_eq(sluice_acquire("log", NULL, 1, &d, NULL), SLUICE_DENIED);
+    ck_assert_int_eq(sluice_acquire("cc", NULL, 1500, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(integer_of(test_redis_command(fixture_redis(), "ZCARD sluice:{2:cc:}")), 1500);
+    sluice_release("cc", NULL, 1500);
+    ck_assert_int_eq(integer_of(test_redis_command(fixture_redis(), "EXISTS sluice:{2:cc:}")), 0);
+    ck_assert_int_eq(sluice_acquire("cc", NULL, 0, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 1500);
+    sluice_shutdown();
+}
+END_TEST
+
 static const char *const algorithms[] = {"fixed_window", "sliding_window", "token_bucket", "gcra"};
 
 START_TEST(memory_per_key_stays_small_whatever_the_limit)
@@ -458,6 +477,7 @@ int main(void)
     tcase_add_test(tc, fork_children_decide_on_their_own_connections);
     tcase_add_test(tc, noscript_after_script_flush_is_reloaded_transparently);
     tcase_add_test(tc, keys_carry_a_ttl_and_vanish_when_idle);
+    tcase_add_test(tc, calls_for_thousands_of_permits_log_one_member_each);
     tcase_add_loop_test(tc, memory_per_key_stays_small_whatever_the_limit, 0,
                         G_N_ELEMENTS(algorithms));
     tcase_add_test(tc, password_auth_works_and_a_wrong_one_fails_init);
