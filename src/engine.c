@@ -76,18 +76,11 @@ static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const ch
         b->funcs->decide(b, limiter, rule, key, permits, reserve_us, v, &failure))
         return TRUE;
 
-    *v = (sluice__verdict){FALSE, sluice__rule_capacity(rule), 0, -1, 0, 0, 0};
-    switch (rule->on_error) {
-    case SLUICE__ON_ERROR_ALLOW:
-        v->allowed = TRUE;
-        break;
-    case SLUICE__ON_ERROR_DENY:
-        break;
-    case SLUICE__ON_ERROR_LOCAL: {
+    *v = (sluice__verdict){
+        sluice__engine_policy_allows(rule), sluice__rule_capacity(rule), 0, -1, 0, 0, 0};
+    if (rule->on_error == SLUICE__ON_ERROR_LOCAL) {
         sluice__backend *l = g_atomic_pointer_get(&local);
         l->funcs->decide(l, limiter, rule, key, permits, reserve_us, v, NULL);
-        break;
-    }
     }
     g_propagate_error(error, failure);
     return FALSE;

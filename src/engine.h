@@ -22,6 +22,13 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
 /* Gives back concurrency permits and wakes callers waiting for them. */
 void sluice__engine_give_back(sluice__limiter *limiter, const char *key, gint64 permits);
 
+/* The on_error verdict when no backend can decide the call at all: TRUE unless
+ * the policy is deny (local, with nothing to decide in process, allows). */
+static inline gboolean sluice__engine_policy_allows(const sluice__rule *rule)
+{
+    return rule->on_error != SLUICE__ON_ERROR_DENY;
+}
+
 /* The decision for a name with no rule: allowed, unlimited. */
 void sluice__engine_unlimited(sluice_decision *out);
 

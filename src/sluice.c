@@ -161,26 +161,18 @@ static gboolean check_key(const char *key, GError **error)
     return TRUE;
 }
 
-/* Finds the limiter of name after checking the arguments; NULL with *ok TRUE
- * for a name with no limiter (not limited). The name is checked in full only
- * when it is not found: every limiter's name is already valid. */
-static sluice__limiter *find(const char *name, const char *key, gint64 permits, gboolean *ok,
-                             GError **error)
+/* Checks the arguments and finds the limiter of name (*limiter NULL: the name has
+ * no limiter, so it is not limited). The name is checked in full only when it is
+ * not found: every limiter's name is already valid. */
+static gboolean find(const char *name, const char *key, gint64 permits, sluice__limiter **limiter,
+                     GError **error)
 {
-    sluice__limiter *limiter = NULL;
-    *ok = FALSE;
-    if (!name || *name == '\0' || !(limiter = sluice__registry_find(name))) {
-        if (!check_name(name, error))
-            return NULL;
-    }
-    if (permits < 0) {
-        invalid(error, "permits is negative; expected 0 (a peek) or more");
-        return NULL;
-    }
-    if (!check_key(key, error))
-        return NULL;
-    *ok = TRUE;
-    return limiter;
+    *limiter = name && *name ? sluice__registry_find(name) : NULL;
+    if (!*limiter && !check_name(name, error))
+        return FALSE;
+    if (permits < 0)
+        return invalid(error, "permits is negative; expected 0 (a peek) or more");
+    return check_key(key, error);
 }
 
 static int acquire(const char *name, const char *key, gint64 permits, gint64 wait_us,
@@ -190,9 +182,8 @@ static int acquire(const char *name, const char *key, gint64 permits, gint64 wai
     gint64 taken;
     if (!out)
         out = &scratch;
-    gboolean ok;
-    sluice__limiter *limiter = find(name, key, permits, &ok, error);
-    if (!ok) {
+    sluice__limiter *limiter;
+    if (!find(name, key, permits, &limiter, error)) {
         *out = (sluice_decision){FALSE, 0, 0, -1, 0};
         return SLUICE_ERROR;
     }
@@ -246,13 +237,8 @@ int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *
     gint64 taken = 0;
     int r;
     if (key && !check_key(key, &failure)) {
-        d = (sluice_decision){FALSE, 0, 0, -1, 0};
-        switch (sluice__limiter_rule(limiter)->on_error) {
-        case SLUICE__ON_ERROR_DENY:
-            break;
-        default:
-            d.allowed = TRUE;
-        }
+        d = (sluice_decision){sluice__engine_policy_allows(sluice__limiter_rule(limiter)), 0, 0, -1,
+                              0};
         r = SLUICE_ERROR;
     } else {
         r = sluice__engine_acquire(limiter, key, 1, -1, &d, &taken, &failure);
