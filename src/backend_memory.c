@@ -4,8 +4,8 @@
  * hash table of per-key states. A key's state is created only when it admits
  * something, and states that are back to full capacity are swept out once the
  * table has doubled since the last sweep, so memory follows the keys that are
- * active, not every key ever seen. When a reload changes how state is kept
- * (algorithm, limit, window, burst, per_key), the store starts afresh. */
+ * active, not every key ever seen. A reload that changes the algorithm or
+ * per_key starts the store afresh; other changes apply to the state as it is. */
 #define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP */
 #include "backend_memory.h"
 

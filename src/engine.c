@@ -9,6 +9,7 @@
 #include <sluice/testing.h>
 
 #include "clock.h"
+#include "stats.h"
 
 static sluice__backend *backend; /* atomic */
 static sluice__backend *local;   /* atomic */
@@ -106,25 +107,13 @@ static void sleep_until(gint64 until, const guint64 *seen)
     g_mutex_unlock(&wake_lock);
 }
 
-int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 permits,
-                           gint64 wait_us, sluice_decision *out, gint64 *taken, GError **error)
+/* The decision loop: asks, and while the rule lets the caller wait, sleeps until
+ * the permits are due and asks again. *waited: it slept at least once. */
+static sluice__outcome decide(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
+                              gint64 permits, gint64 wait_us, sluice_decision *out, gint64 *taken,
+                              gboolean *waited, GError **error)
 {
-    const sluice__rule *rule = sluice__limiter_rule(limiter);
     sluice__verdict v;
-    int result = SLUICE_DENIED;
-
-    *taken = 0;
-    if (!rule) {
-        sluice__engine_unlimited(out);
-        return SLUICE_ALLOWED;
-    }
-    if (!rule->per_key)
-        key = NULL;
-    if (wait_us < 0)
-        wait_us = rule->wait_us;
-    if (rule->shadow)
-        wait_us = 0;
-
     gint64 deadline = wait_us > 0 ? sluice__clock_now() + wait_us : 0;
     for (;;) {
         guint64 seen =
@@ -134,12 +123,13 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
             reserve_us = MAX(1, deadline - sluice__clock_now());
         if (!ask(limiter, rule, key, permits, reserve_us, &v, error)) {
             to_decision(&v, out);
-            return SLUICE_ERROR;
+            return SLUICE__OUTCOME_ERROR;
         }
         if (v.allowed) {
-            if (v.wait_us > 0) /* a reservation: the permits are ours once due */
+            if (v.wait_us > 0) { /* a reservation: the permits are ours once due */
                 sleep_until(sluice__clock_now() + v.wait_us, NULL);
-            result = SLUICE_ALLOWED;
+                *waited = TRUE;
+            }
             break;
         }
         gint64 now = sluice__clock_now();
@@ -153,15 +143,56 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
             due = deadline;
         }
         sleep_until(due, rule->algorithm == SLUICE__CONCURRENCY ? &seen : NULL);
+        *waited = TRUE;
     }
     to_decision(&v, out);
     *taken = v.leased;
-    if (rule->shadow && !v.allowed) {
-        out->allowed = TRUE; /* shadow: decided and counted, never enforced */
-        out->retry_after_ms = -1;
-        result = SLUICE_ALLOWED;
+    if (v.allowed)
+        return SLUICE__OUTCOME_ALLOWED;
+    if (!rule->shadow)
+        return SLUICE__OUTCOME_DENIED;
+    out->allowed = TRUE; /* shadow: decided and counted, never enforced */
+    out->retry_after_ms = -1;
+    return SLUICE__OUTCOME_SHADOW_DENIED;
+}
+
+int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 permits,
+                           gint64 wait_us, sluice_decision *out, gint64 *taken, sluice_stats *site,
+                           GError **error)
+{
+    const sluice__rule *rule = sluice__limiter_rule(limiter);
+
+    *taken = 0;
+    if (!rule) {
+        sluice__engine_unlimited(out);
+        return SLUICE_ALLOWED;
     }
-    return result;
+    if (!rule->per_key)
+        key = NULL;
+    if (wait_us < 0)
+        wait_us = rule->wait_us;
+    if (rule->shadow)
+        wait_us = 0;
+
+    /* in process a decision costs about two clock reads: time one in eight */
+    gboolean timed =
+        g_atomic_pointer_get(&backend) != g_atomic_pointer_get(&local) || sluice__stats_sample();
+    gint64 start = timed ? sluice__stats_clock_ns() : 0;
+    gboolean waited = FALSE;
+    sluice__outcome outcome =
+        decide(limiter, rule, key, permits, wait_us, out, taken, &waited, error);
+    gint64 elapsed = timed ? sluice__stats_clock_ns() - start : -1;
+    sluice__stats_count(&limiter->stats, outcome, waited, elapsed);
+    if (site)
+        sluice__stats_count(site, outcome, waited, elapsed);
+    switch (outcome) {
+    case SLUICE__OUTCOME_ERROR:
+        return SLUICE_ERROR;
+    case SLUICE__OUTCOME_DENIED:
+        return SLUICE_DENIED;
+    default:
+        return SLUICE_ALLOWED;
+    }
 }
 
 void sluice__engine_give_back(sluice__limiter *limiter, const char *key, gint64 permits)

@@ -3,6 +3,7 @@
 #define SLUICE_LIMITER_H
 
 #include <glib.h>
+#include <sluice/stats.h>
 
 #include "rule.h"
 
@@ -15,6 +16,7 @@ typedef struct {
     char *name;
     const sluice__rule *rule;     /* loaded atomically; NULL: the name has no rule */
     sluice__memory_store *memory; /* the memory backend's state for this name      */
+    sluice_stats stats;           /* every decision on this name since sluice_init  */
 } sluice__limiter;
 
 static inline const sluice__rule *sluice__limiter_rule(sluice__limiter *limiter)

@@ -190,6 +190,29 @@ void sluice__registry_clear(void)
     g_rw_lock_writer_unlock(&lock);
 }
 
+gboolean sluice__registry_active(void)
+{
+    g_rw_lock_reader_lock(&lock);
+    gboolean was_active = active;
+    g_rw_lock_reader_unlock(&lock);
+    return was_active;
+}
+
+gboolean sluice__registry_foreach_limiter(sluice__limiter_func fn, gpointer user_data)
+{
+    g_rw_lock_reader_lock(&lock);
+    gboolean was_active = active;
+    if (active) {
+        GHashTableIter it;
+        gpointer limiter;
+        g_hash_table_iter_init(&it, limiters);
+        while (g_hash_table_iter_next(&it, NULL, &limiter))
+            fn(limiter, user_data);
+    }
+    g_rw_lock_reader_unlock(&lock);
+    return was_active;
+}
+
 gsize sluice__registry_memory_keys(const char *name)
 {
     sluice__limiter *limiter = sluice__registry_find(name);

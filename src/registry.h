@@ -30,6 +30,15 @@ void sluice__registry_apply(const sluice__config *config);
  * deciding. */
 void sluice__registry_clear(void);
 
+/* TRUE between sluice_init and sluice_shutdown. */
+gboolean sluice__registry_active(void);
+
+/* Calls fn for every limiter (every name a rule or a descriptor has named since
+ * sluice_init), holding the registry's read lock: fn must not call back into
+ * sluice. FALSE when sluice is not initialized. */
+typedef void (*sluice__limiter_func)(sluice__limiter *limiter, gpointer user_data);
+gboolean sluice__registry_foreach_limiter(sluice__limiter_func fn, gpointer user_data);
+
 /* How many per-key states the memory backend holds for name (0: none). */
 gsize sluice__registry_memory_keys(const char *name);
 

@@ -40,11 +40,12 @@ static inline gint64 sluice__rule_capacity(const sluice__rule *rule)
                                                                                       : rule->limit;
 }
 
-/* TRUE when two rules keep state the same way, so state of one serves the other. */
+/* TRUE when state kept under rule a serves rule b: the same algorithm and per_key.
+ * A changed limit, window or burst applies to the state as it stands (what was
+ * admitted stays admitted), as in Redis, so a reload gives no free burst. */
 static inline gboolean sluice__rule_same_state(const sluice__rule *a, const sluice__rule *b)
 {
-    return a->algorithm == b->algorithm && a->per_key == b->per_key && a->limit == b->limit &&
-           a->burst == b->burst && a->window_us == b->window_us;
+    return a->algorithm == b->algorithm && a->per_key == b->per_key;
 }
 
 const char *sluice__algorithm_name(sluice__algorithm algorithm);

@@ -9,6 +9,8 @@
 #include "config.h"
 #include "engine.h"
 #include "registry.h"
+#include "stats.h"
+#include "watch.h"
 
 /* Largest key accepted, in bytes. */
 #define MAX_KEY_BYTES (64 * 1024)
@@ -22,9 +24,16 @@ static GPtrArray *retired;      /* backends replaced since init: freed at shutdo
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
-static sluice__config *load(const char *path, GError **error)
+/* Reads the keyfile at path (NULL: the defaults); *stamp is what the file looked
+ * like just before it was read, so a save after that is seen by the watcher. */
+static sluice__config *load(const char *path, sluice__file_stamp *stamp, GError **error)
 {
-    return path ? sluice__config_load(path, error) : sluice__config_new_default();
+    if (!path) {
+        *stamp = (sluice__file_stamp){0};
+        return sluice__config_new_default();
+    }
+    sluice__file_stamp_read(path, stamp);
+    return sluice__config_load(path, error);
 }
 
 /* With the lifecycle lock held: the backend fresh asks for, made when its settings
@@ -48,9 +57,11 @@ static sluice__backend *backend_for(const sluice__config *fresh, GError **error)
     return remote;
 }
 
-/* With the lifecycle lock held: makes `fresh` the running configuration, or
- * leaves everything as it was and returns FALSE. */
-static gboolean apply(sluice__config *fresh, GError **error)
+static void saved(void);
+
+/* With the lifecycle lock held: makes `fresh` (read when its file had `stamp`)
+ * the running configuration, or leaves everything as it was and returns FALSE. */
+static gboolean apply(sluice__config *fresh, const sluice__file_stamp *stamp, GError **error)
 {
     if (!memory) {
         memory = sluice__backend_memory_new();
@@ -65,6 +76,7 @@ static gboolean apply(sluice__config *fresh, GError **error)
     sluice__registry_apply(fresh);
     sluice__config_free(config);
     config = fresh;
+    sluice__watch_file(config->reload ? config->path : NULL, stamp, saved);
     g_info("loaded %s: %u rules, backend %s", fresh->path ? fresh->path : "defaults",
            g_hash_table_size(fresh->rules), backend->funcs->name);
     return TRUE;
@@ -76,38 +88,58 @@ gboolean sluice_init(const char *config_path, GError **error)
     const char *path = config_path ? config_path : g_getenv("SLUICE_CONFIG");
     if (path && *path == '\0')
         path = NULL;
-    sluice__config *fresh = load(path, error);
+    sluice__file_stamp stamp;
+    sluice__config *fresh = load(path, &stamp, error);
     if (!fresh)
         return FALSE;
     g_mutex_lock(&lifecycle);
-    gboolean ok = apply(fresh, error);
+    gboolean ok = apply(fresh, &stamp, error);
     g_mutex_unlock(&lifecycle);
     return ok;
+}
+
+/* With the lifecycle lock held and a configuration loaded: sluice_reload. */
+static gboolean reload(GError **error)
+{
+    GError *failure = NULL;
+    sluice__file_stamp stamp;
+    sluice__config *fresh = load(config->path, &stamp, &failure);
+    gboolean ok = fresh && apply(fresh, &stamp, &failure);
+    if (!ok) {
+        g_warning("reload refused, the running rules stay: %s", failure->message);
+        g_propagate_error(error, failure);
+        /* the watcher tries this file again only once it changes again */
+        sluice__watch_file(config->reload ? config->path : NULL, &stamp, saved);
+    }
+    return ok;
+}
+
+/* The watcher saw the keyfile saved. */
+static void saved(void)
+{
+    g_mutex_lock(&lifecycle);
+    if (config && config->path && config->reload && reload(NULL))
+        g_message("%s changed: its rules apply now", config->path);
+    g_mutex_unlock(&lifecycle);
 }
 
 gboolean sluice_reload(GError **error)
 {
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
     g_mutex_lock(&lifecycle);
-    if (!config) {
-        g_mutex_unlock(&lifecycle);
+    gboolean ok = FALSE;
+    if (config)
+        ok = reload(error);
+    else
         g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
                             sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
-        return FALSE;
-    }
-    GError *failure = NULL;
-    sluice__config *fresh = load(config->path, &failure);
-    gboolean ok = fresh && apply(fresh, &failure);
-    if (!ok) {
-        g_warning("reload refused, the running rules stay: %s", failure->message);
-        g_propagate_error(error, failure);
-    }
     g_mutex_unlock(&lifecycle);
     return ok;
 }
 
 void sluice_shutdown(void)
 {
+    sluice__watch_stop(); /* first: its thread takes the lifecycle lock */
     g_mutex_lock(&lifecycle);
     sluice__registry_clear();
     sluice__engine_set_backends(NULL, NULL);
@@ -191,7 +223,7 @@ static int acquire(const char *name, const char *key, gint64 permits, gint64 wai
         sluice__engine_unlimited(out);
         return SLUICE_ALLOWED;
     }
-    return sluice__engine_acquire(limiter, key, permits, wait_us, out, &taken, error);
+    return sluice__engine_acquire(limiter, key, permits, wait_us, out, &taken, NULL, error);
 }
 
 int sluice_acquire(const char *name, const char *key, gint64 permits, sluice_decision *out,
@@ -239,26 +271,36 @@ int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *
     if (key && !check_key(key, &failure)) {
         d = (sluice_decision){sluice__engine_policy_allows(sluice__limiter_rule(limiter)), 0, 0, -1,
                               0};
+        sluice__stats_count(&limiter->stats, SLUICE__OUTCOME_ERROR, FALSE, -1);
+        sluice__stats_count(&descriptor->priv_stats, SLUICE__OUTCOME_ERROR, FALSE, -1);
         r = SLUICE_ERROR;
     } else {
-        r = sluice__engine_acquire(limiter, key, 1, -1, &d, &taken, &failure);
+        r = sluice__engine_acquire(limiter, key, 1, -1, &d, &taken, &descriptor->priv_stats,
+                                   &failure);
     }
     if (taken > 0) {
         lease->priv_limiter = limiter;
         lease->priv_key = key;
         lease->priv_permits = taken;
     }
-    if (r != SLUICE_ERROR)
-        return r == SLUICE_ALLOWED ? SLUICE__RUN : SLUICE__DEGRADE;
-    if (!error) {
+    int run;
+    if (r != SLUICE_ERROR) {
+        run = r == SLUICE_ALLOWED ? SLUICE__RUN : SLUICE__DEGRADE;
+    } else if (!error) {
         g_debug("%s: limiter failed, on_error %s: %s", descriptor->name,
                 d.allowed ? "allows" : "denies", failure->message);
         g_error_free(failure);
-        return d.allowed ? SLUICE__RUN : SLUICE__DEGRADE;
+        run = d.allowed ? SLUICE__RUN : SLUICE__DEGRADE;
+    } else {
+        *verdict = d;
+        g_propagate_error(error, failure);
+        return SLUICE__FAILED; /* the error callback answers */
     }
-    *verdict = d;
-    g_propagate_error(error, failure);
-    return SLUICE__FAILED;
+    if (run == SLUICE__DEGRADE) {
+        sluice__stats_degraded(&limiter->stats);
+        sluice__stats_degraded(&descriptor->priv_stats);
+    }
+    return run;
 }
 
 void sluice__leave(sluice_lease *lease)

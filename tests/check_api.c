@@ -289,27 +289,34 @@ END_TEST
 
 /* ---- reload ---------------------------------------------------------------------------------- */
 
-START_TEST(reload_keeps_the_state_of_unchanged_rules_and_resets_changed_ones)
+START_TEST(reload_keeps_state_unless_the_algorithm_changes)
 {
     sluice_decision d;
     fixture_clock_start(1000000);
     g_autofree char *path =
         fixture_write_keyfile("[limit:a]\nalgorithm = fixed_window\nlimit = 2\nwindow = 10s\n"
-                              "[limit:b]\nalgorithm = fixed_window\nlimit = 2\nwindow = 10s\n");
+                              "[limit:b]\nalgorithm = fixed_window\nlimit = 2\nwindow = 10s\n"
+                              "[limit:c]\nalgorithm = fixed_window\nlimit = 2\nwindow = 10s\n");
     ck_assert(sluice_init(path, NULL));
     ck_assert_int_eq(sluice_acquire("a", NULL, 2, &d, NULL), SLUICE_ALLOWED);
     ck_assert_int_eq(sluice_acquire("b", NULL, 2, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(sluice_acquire("c", NULL, 2, &d, NULL), SLUICE_ALLOWED);
     ck_assert(g_file_set_contents(path,
                                   "[limit:a]\nalgorithm = fixed_window\nlimit = 2\nwindow = 10s\n"
                                   "mode = shadow\n"
-                                  "[limit:b]\nalgorithm = fixed_window\nlimit = 3\nwindow = 10s\n",
+                                  "[limit:b]\nalgorithm = fixed_window\nlimit = 3\nwindow = 10s\n"
+                                  "[limit:c]\nalgorithm = sliding_log\nlimit = 2\nwindow = 10s\n",
                                   -1, NULL));
     ck_assert(sluice_reload(NULL));
     /* a: same algorithm and parameters, so still full (shadow only reports it) */
     ck_assert_int_eq(sluice_acquire("a", NULL, 1, &d, NULL), SLUICE_ALLOWED);
     ck_assert_int_eq(d.remaining, 0);
-    /* b: new limit, new state */
-    ck_assert_int_eq(sluice_acquire("b", NULL, 3, &d, NULL), SLUICE_ALLOWED);
+    /* b: a larger limit applies to what was admitted: one more, no free burst */
+    ck_assert_int_eq(sluice_acquire("b", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 0);
+    ck_assert_int_eq(sluice_acquire("b", NULL, 1, &d, NULL), SLUICE_DENIED);
+    /* c: another algorithm keeps state another way: it starts afresh */
+    ck_assert_int_eq(sluice_acquire("c", NULL, 2, &d, NULL), SLUICE_ALLOWED);
     sluice_shutdown();
 }
 END_TEST
@@ -371,7 +378,7 @@ int main(void)
     tcase_add_test(tc, on_error_local_decides_with_the_same_rules_in_process);
     tcase_add_test(tc, keys_back_to_full_capacity_are_dropped);
     tcase_add_test(tc, denied_calls_and_peeks_store_no_key);
-    tcase_add_test(tc, reload_keeps_the_state_of_unchanged_rules_and_resets_changed_ones);
+    tcase_add_test(tc, reload_keeps_state_unless_the_algorithm_changes);
     tcase_add_test(tc, a_bad_reload_keeps_the_running_rules);
     tcase_add_test(tc, removing_a_rule_unlimits_its_name);
     tcase_add_test(tc, error_strings_come_from_one_table);

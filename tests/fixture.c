@@ -58,19 +58,24 @@ test_redis *fixture_redis(void)
     return redis;
 }
 
+char *fixture_contents(const char *contents)
+{
+    if (!redis)
+        return g_strdup(contents);
+    g_autofree char *url = test_redis_url(redis);
+    /* GKeyFile merges a second [sluice] group of the test's into this one */
+    return g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\n%s", url, contents);
+}
+
 void fixture_init(const char *contents)
 {
-    g_autofree char *with_backend = NULL;
     if (redis) {
-        g_autofree char *url = test_redis_url(redis);
         redisReply *r = test_redis_command(redis, "FLUSHALL");
         ck_assert_ptr_nonnull(r);
         freeReplyObject(r);
-        /* GKeyFile merges a second [sluice] group of the test's into this one */
-        with_backend = g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\n%s", url, contents);
-        contents = with_backend;
     }
-    g_autofree char *path = fixture_write_keyfile(contents);
+    g_autofree char *with_backend = fixture_contents(contents);
+    g_autofree char *path = fixture_write_keyfile(with_backend);
     g_autoptr(GError) error = NULL;
     gboolean ok = sluice_init(path, &error);
     ck_assert_msg(ok, "sluice_init: %s", error ? error->message : "?");

@@ -10,6 +10,10 @@
 /* Writes contents to a new temporary .ini file; returns its path (g_free it). */
 char *fixture_write_keyfile(const char *contents);
 
+/* contents as fixture_init writes them: on Redis, with the suite's server as the
+ * backend. g_free it. */
+char *fixture_contents(const char *contents);
+
 /* sluice_init on a keyfile with these contents; fails the test on error. When the
  * suite runs against Redis (SLUICE_TEST_BACKEND=redis), the keyfile is pointed at
  * the suite's redis-server and that server is flushed first. */

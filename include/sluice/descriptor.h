@@ -4,6 +4,7 @@
 
 #include <glib.h>
 #include <sluice/export.h>
+#include <sluice/stats.h>
 
 G_BEGIN_DECLS
 
@@ -18,6 +19,7 @@ struct sluice_descriptor {
     gpointer priv_limiter;        /* bound limiter, loaded atomically        */
     sluice_descriptor *priv_next; /* the registry's list                     */
     gint priv_registered;         /* linked into the registry (atomic)       */
+    sluice_stats priv_stats;      /* its calls: read with sluice_descriptor_stats */
 };
 
 /* Calls fn for every registered descriptor, in registration order reversed:

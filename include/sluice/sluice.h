@@ -8,6 +8,7 @@
 #include <sluice/acquire.h>
 #include <sluice/descriptor.h>
 #include <sluice/macros.h>
+#include <sluice/stats.h>
 
 #define SLUICE_VERSION_MAJOR 0
 #define SLUICE_VERSION_MINOR 1

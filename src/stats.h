@@ -1,0 +1,36 @@
+/* Counting decisions: the counters and latency histogram behind include/sluice/stats.h. */
+#ifndef SLUICE_STATS_INTERNAL_H
+#define SLUICE_STATS_INTERNAL_H
+
+#include <glib.h>
+#include <sluice/stats.h>
+
+/* Where one decision ended; each is counted in its own field of sluice_stats. */
+typedef enum {
+    SLUICE__OUTCOME_ALLOWED,
+    SLUICE__OUTCOME_DENIED,
+    SLUICE__OUTCOME_SHADOW_DENIED,
+    SLUICE__OUTCOME_ERROR,
+} sluice__outcome;
+
+/* TRUE for one call in eight on each thread (the first one included). */
+gboolean sluice__stats_sample(void);
+
+/* Nanoseconds on a monotonic scale, for timing decisions. */
+gint64 sluice__stats_clock_ns(void);
+
+/* Counts one decision in stats (relaxed atomics: counters, not a snapshot).
+ * elapsed_ns < 0: the decision was not timed. */
+void sluice__stats_count(sluice_stats *stats, sluice__outcome outcome, gboolean waited,
+                         gint64 elapsed_ns);
+
+/* Counts a decorated call that ran its degrade function or fallback. */
+static inline void sluice__stats_degraded(sluice_stats *stats)
+{
+    __atomic_fetch_add(&stats->degraded, 1, __ATOMIC_RELAXED);
+}
+
+/* Copies stats field by field with atomic loads (while others keep counting). */
+void sluice__stats_read(const sluice_stats *stats, sluice_stats *out);
+
+#endif
