@@ -9,6 +9,10 @@
 
 typedef struct sluice__backend sluice__backend;
 
+/* The end of an asynchronous decide: failure NULL and v the verdict, or failure
+ * set (the callee owns it) and v NULL. */
+typedef void (*sluice__decided_func)(const sluice__verdict *v, GError *failure, gpointer data);
+
 /* What every backend provides (as hiredis' redisContextFuncs). */
 typedef struct {
     const char *name;
@@ -17,6 +21,13 @@ typedef struct {
     gboolean (*decide)(sluice__backend *backend, sluice__limiter *limiter, const sluice__rule *rule,
                        const char *key, gint64 permits, gint64 reserve_us, sluice__verdict *verdict,
                        GError **error);
+    /* Optional: decide without blocking, calling done later from `context` (the
+     * caller's thread-default main context, being iterated by the calling
+     * thread). NULL: decide is fast and never blocks (memory). */
+    void (*decide_async)(sluice__backend *backend, sluice__limiter *limiter,
+                         const sluice__rule *rule, const char *key, gint64 permits,
+                         gint64 reserve_us, GMainContext *context, sluice__decided_func done,
+                         gpointer data);
     /* Gives back concurrency permits; failures are logged, not returned. */
     void (*give_back)(sluice__backend *backend, sluice__limiter *limiter, const sluice__rule *rule,
                       const char *key, gint64 permits);

@@ -17,6 +17,7 @@ static sluice__backend *local;   /* atomic */
 static GMutex wake_lock; /* with `wake`: waiters sleep here until due or given back */
 static GCond wake;
 static guint64 releases; /* under wake_lock: counts give-backs, so none is missed */
+static sluice__engine_release_func release_hook; /* under wake_lock */
 
 static gint failures_to_inject; /* atomic; sluice_testing_fail_backend */
 static char *failure_message;   /* under wake_lock */
@@ -56,13 +57,26 @@ void sluice__engine_unlimited(sluice_decision *out)
     *out = (sluice_decision){TRUE, G_MAXINT64, G_MAXINT64, -1, 0};
 }
 
-static void to_decision(const sluice__verdict *v, sluice_decision *out)
+void sluice__engine_to_decision(const sluice__verdict *v, sluice_decision *out)
 {
     out->allowed = v->allowed;
     out->limit = v->limit;
     out->remaining = v->remaining;
     out->retry_after_ms = v->allowed ? -1 : sluice__ceil_ms(v->retry_after_us);
     out->reset_after_ms = sluice__ceil_ms(v->reset_after_us);
+}
+
+/* The backend failed: *v becomes the on_error verdict (decided by the memory
+ * backend for on_error = local). */
+static void fall_back(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
+                      gint64 permits, gint64 reserve_us, sluice__verdict *v)
+{
+    *v = (sluice__verdict){
+        sluice__engine_policy_allows(rule), sluice__rule_capacity(rule), 0, -1, 0, 0, 0};
+    if (rule->on_error == SLUICE__ON_ERROR_LOCAL) {
+        sluice__backend *l = g_atomic_pointer_get(&local);
+        l->funcs->decide(l, limiter, rule, key, permits, reserve_us, v, NULL);
+    }
 }
 
 /* Asks the backend; on failure applies on_error. Returns FALSE with *error when
@@ -76,18 +90,56 @@ static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const ch
     if (G_LIKELY(!injected_failure(&failure)) &&
         b->funcs->decide(b, limiter, rule, key, permits, reserve_us, v, &failure))
         return TRUE;
-
-    *v = (sluice__verdict){
-        sluice__engine_policy_allows(rule), sluice__rule_capacity(rule), 0, -1, 0, 0, 0};
-    if (rule->on_error == SLUICE__ON_ERROR_LOCAL) {
-        sluice__backend *l = g_atomic_pointer_get(&local);
-        l->funcs->decide(l, limiter, rule, key, permits, reserve_us, v, NULL);
-    }
+    fall_back(limiter, rule, key, permits, reserve_us, v);
     g_propagate_error(error, failure);
     return FALSE;
 }
 
-static guint64 releases_so_far(void)
+/* An asynchronous ask in flight. */
+typedef struct {
+    sluice__limiter *limiter;
+    const sluice__rule *rule;
+    char *key;
+    gint64 permits, reserve_us;
+    sluice__decided_func done;
+    gpointer data;
+} asking;
+
+static void asked(const sluice__verdict *v, GError *failure, gpointer p)
+{
+    asking *a = p;
+    sluice__verdict verdict;
+    if (failure)
+        fall_back(a->limiter, a->rule, a->key, a->permits, a->reserve_us, &verdict);
+    else
+        verdict = *v;
+    a->done(&verdict, failure, a->data);
+    g_free(a->key);
+    g_free(a);
+}
+
+void sluice__engine_ask_async(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
+                              gint64 permits, gint64 reserve_us, GMainContext *context,
+                              sluice__decided_func done, gpointer data)
+{
+    sluice__backend *b = g_atomic_pointer_get(&backend);
+    asking *a = g_new(asking, 1);
+    *a = (asking){limiter, rule, g_strdup(key), permits, reserve_us, done, data};
+    GError *failure = NULL;
+    if (injected_failure(&failure)) {
+        asked(NULL, failure, a);
+    } else if (b->funcs->decide_async) {
+        b->funcs->decide_async(b, limiter, rule, a->key, permits, reserve_us, context, asked, a);
+    } else {
+        sluice__verdict v;
+        if (b->funcs->decide(b, limiter, rule, key, permits, reserve_us, &v, &failure))
+            asked(&v, NULL, a);
+        else
+            asked(NULL, failure, a);
+    }
+}
+
+guint64 sluice__engine_releases(void)
 {
     g_mutex_lock(&wake_lock);
     guint64 n = releases;
@@ -117,12 +169,12 @@ static sluice__outcome decide(sluice__limiter *limiter, const sluice__rule *rule
     gint64 deadline = wait_us > 0 ? sluice__clock_now() + wait_us : 0;
     for (;;) {
         guint64 seen =
-            rule->algorithm == SLUICE__CONCURRENCY && wait_us > 0 ? releases_so_far() : 0;
+            rule->algorithm == SLUICE__CONCURRENCY && wait_us > 0 ? sluice__engine_releases() : 0;
         gint64 reserve_us = 0;
         if (wait_us > 0 && rule->algorithm == SLUICE__TOKEN_BUCKET)
             reserve_us = MAX(1, deadline - sluice__clock_now());
         if (!ask(limiter, rule, key, permits, reserve_us, &v, error)) {
-            to_decision(&v, out);
+            sluice__engine_to_decision(&v, out);
             return SLUICE__OUTCOME_ERROR;
         }
         if (v.allowed) {
@@ -145,15 +197,46 @@ static sluice__outcome decide(sluice__limiter *limiter, const sluice__rule *rule
         sleep_until(due, rule->algorithm == SLUICE__CONCURRENCY ? &seen : NULL);
         *waited = TRUE;
     }
-    to_decision(&v, out);
     *taken = v.leased;
-    if (v.allowed)
+    return sluice__engine_settle(rule, &v, out);
+}
+
+sluice__outcome sluice__engine_settle(const sluice__rule *rule, const sluice__verdict *v,
+                                      sluice_decision *out)
+{
+    sluice__engine_to_decision(v, out);
+    if (v->allowed)
         return SLUICE__OUTCOME_ALLOWED;
     if (!rule->shadow)
         return SLUICE__OUTCOME_DENIED;
     out->allowed = TRUE; /* shadow: decided and counted, never enforced */
     out->retry_after_ms = -1;
     return SLUICE__OUTCOME_SHADOW_DENIED;
+}
+
+gint64 sluice__engine_timing_start(void)
+{
+    /* in process a decision costs about two clock reads: time one in eight */
+    gboolean timed =
+        g_atomic_pointer_get(&backend) != g_atomic_pointer_get(&local) || sluice__stats_sample();
+    return timed ? sluice__stats_clock_ns() : -1;
+}
+
+int sluice__engine_count(sluice__limiter *limiter, sluice_stats *site, sluice__outcome outcome,
+                         gboolean waited, gint64 start)
+{
+    gint64 elapsed = start >= 0 ? sluice__stats_clock_ns() - start : -1;
+    sluice__stats_count(&limiter->stats, outcome, waited, elapsed);
+    if (site)
+        sluice__stats_count(site, outcome, waited, elapsed);
+    switch (outcome) {
+    case SLUICE__OUTCOME_ERROR:
+        return SLUICE_ERROR;
+    case SLUICE__OUTCOME_DENIED:
+        return SLUICE_DENIED;
+    default:
+        return SLUICE_ALLOWED;
+    }
 }
 
 int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 permits,
@@ -205,5 +288,15 @@ void sluice__engine_give_back(sluice__limiter *limiter, const char *key, gint64 
     g_mutex_lock(&wake_lock);
     releases++;
     g_cond_broadcast(&wake);
+    sluice__engine_release_func hook = release_hook;
+    g_mutex_unlock(&wake_lock);
+    if (hook)
+        hook();
+}
+
+void sluice__engine_on_release(sluice__engine_release_func hook)
+{
+    g_mutex_lock(&wake_lock);
+    release_hook = hook;
     g_mutex_unlock(&wake_lock);
 }

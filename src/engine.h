@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "limiter.h"
+#include "stats.h"
 
 /* Sets where decisions go: `backend`, and `local` (the memory backend) for
  * on_error = local. Both stay until the next call; NULL, NULL at shutdown. */
@@ -34,5 +35,32 @@ static inline gboolean sluice__engine_policy_allows(const sluice__rule *rule)
 
 /* The decision for a name with no rule: allowed, unlimited. */
 void sluice__engine_unlimited(sluice_decision *out);
+
+/* ---- the pieces of a decision, for the asynchronous API ------------------------ */
+
+/* One ask of the backend without blocking: done is called with the verdict (on
+ * failure: the on_error verdict, and the failure, which done owns), from
+ * `context` or before this returns. key is copied. */
+void sluice__engine_ask_async(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
+                              gint64 permits, gint64 reserve_us, GMainContext *context,
+                              sluice__decided_func done, gpointer data);
+
+/* A verdict as the caller sees it (milliseconds), with shadow mode applied. */
+void sluice__engine_to_decision(const sluice__verdict *v, sluice_decision *out);
+sluice__outcome sluice__engine_settle(const sluice__rule *rule, const sluice__verdict *v,
+                                      sluice_decision *out);
+
+/* Starts timing a decision: a start for sluice__engine_count, or -1 (not timed). */
+gint64 sluice__engine_timing_start(void);
+/* Counts a finished decision in the limiter's stats and in site (may be NULL);
+ * returns the sluice_acquire code of the outcome. */
+int sluice__engine_count(sluice__limiter *limiter, sluice_stats *site, sluice__outcome outcome,
+                         gboolean waited, gint64 start);
+
+/* How many times concurrency permits have been given back so far. */
+guint64 sluice__engine_releases(void);
+/* Called (outside any lock) after every give-back; NULL: none. */
+typedef void (*sluice__engine_release_func)(void);
+void sluice__engine_on_release(sluice__engine_release_func hook);
 
 #endif

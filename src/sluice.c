@@ -7,6 +7,7 @@
 #include "backend_memory.h"
 #include "backend_redis.h"
 #include "config.h"
+#include "api.h"
 #include "engine.h"
 #include "registry.h"
 #include "stats.h"
@@ -193,11 +194,8 @@ static gboolean check_key(const char *key, GError **error)
     return TRUE;
 }
 
-/* Checks the arguments and finds the limiter of name (*limiter NULL: the name has
- * no limiter, so it is not limited). The name is checked in full only when it is
- * not found: every limiter's name is already valid. */
-static gboolean find(const char *name, const char *key, gint64 permits, sluice__limiter **limiter,
-                     GError **error)
+gboolean sluice__find(const char *name, const char *key, gint64 permits, sluice__limiter **limiter,
+                      GError **error)
 {
     *limiter = name && *name ? sluice__registry_find(name) : NULL;
     if (!*limiter && !check_name(name, error))
@@ -215,7 +213,7 @@ static int acquire(const char *name, const char *key, gint64 permits, gint64 wai
     if (!out)
         out = &scratch;
     sluice__limiter *limiter;
-    if (!find(name, key, permits, &limiter, error)) {
+    if (!sluice__find(name, key, permits, &limiter, error)) {
         *out = (sluice_decision){FALSE, 0, 0, -1, 0};
         return SLUICE_ERROR;
     }

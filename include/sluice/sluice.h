@@ -6,6 +6,7 @@
 #include <sluice/export.h>
 #include <sluice/error.h>
 #include <sluice/acquire.h>
+#include <sluice/async.h>
 #include <sluice/descriptor.h>
 #include <sluice/macros.h>
 #include <sluice/stats.h>

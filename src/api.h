@@ -1,0 +1,16 @@
+/* What the files of the public API share: checking a call's arguments. */
+#ifndef SLUICE_API_INTERNAL_H
+#define SLUICE_API_INTERNAL_H
+
+#include <glib.h>
+
+#include "limiter.h"
+
+/* Checks the arguments of an acquire and finds the limiter of name (*limiter
+ * NULL: the name has no limiter, so it is not limited). FALSE with *error
+ * (SLUICE_ERROR_INVALID_ARGUMENT) when an argument is bad. The name is checked in
+ * full only when it is not found: every limiter's name is already valid. */
+gboolean sluice__find(const char *name, const char *key, gint64 permits, sluice__limiter **limiter,
+                      GError **error);
+
+#endif
