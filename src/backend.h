@@ -31,6 +31,10 @@ typedef struct {
     /* Gives back concurrency permits; failures are logged, not returned. */
     void (*give_back)(sluice__backend *backend, sluice__limiter *limiter, const sluice__rule *rule,
                       const char *key, gint64 permits);
+    /* Forgets the state of key (NULL: the limit's single shared state), so the
+     * limit is back to full capacity. FALSE with *error when the backend failed. */
+    gboolean (*reset)(sluice__backend *backend, sluice__limiter *limiter, const char *key,
+                      GError **error);
     void (*free)(sluice__backend *backend);
 } sluice__backend_funcs;
 

@@ -138,6 +138,22 @@ static void memory_give_back(sluice__backend *backend, sluice__limiter *limiter,
     pthread_mutex_unlock(&store->lock);
 }
 
+static gboolean memory_reset(sluice__backend *backend, sluice__limiter *limiter, const char *key,
+                             GError **error)
+{
+    sluice__memory_store *store = limiter->memory;
+    (void)backend;
+    (void)error;
+
+    pthread_mutex_lock(&store->lock);
+    if (key)
+        g_hash_table_remove(store->keyed, key);
+    else
+        sluice__state_clear(&store->keyless);
+    pthread_mutex_unlock(&store->lock);
+    return TRUE;
+}
+
 static void memory_free(sluice__backend *backend)
 {
     g_free(backend);
@@ -147,6 +163,7 @@ static const sluice__backend_funcs memory_funcs = {
     .name = "memory",
     .decide = memory_decide,
     .give_back = memory_give_back,
+    .reset = memory_reset,
     .free = memory_free,
 };
 

@@ -292,6 +292,27 @@ static void redis_give_back(sluice__backend *backend, sluice__limiter *limiter,
                 limiter->name, permits, error->message);
 }
 
+/* DEL of the state key and its :seq key; the breaker is not consulted, so an
+ * operator's reset reaches a server that has just come back. */
+static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, const char *key,
+                            GError **error)
+{
+    redis_backend *b = (redis_backend *)backend;
+    GError *failure = NULL;
+    connection *c = connection_for(b, FALSE, &failure);
+    if (c) {
+        g_autofree char *k1 = state_key(b, limiter->name, key);
+        g_autofree char *k2 = g_strconcat(k1, ":seq", NULL);
+        const char *del[] = {"DEL", k1, k2};
+        if (command(b, c->ctx, SLUICE_ERROR_BACKEND, &failure, 3, del))
+            return TRUE;
+        if (c->ctx->err)
+            drop_connection(c);
+    }
+    g_propagate_error(error, failure);
+    return FALSE;
+}
+
 static void redis_free(sluice__backend *backend)
 {
     redis_backend *b = (redis_backend *)backend;
@@ -311,6 +332,7 @@ static const sluice__backend_funcs redis_funcs = {
     .name = "redis",
     .decide = redis_decide,
     .give_back = redis_give_back,
+    .reset = redis_reset,
     .free = redis_free,
 };
 

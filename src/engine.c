@@ -300,3 +300,28 @@ void sluice__engine_on_release(sluice__engine_release_func hook)
     release_hook = hook;
     g_mutex_unlock(&wake_lock);
 }
+
+gboolean sluice__engine_reset(sluice__limiter *limiter, const char *key, GError **error)
+{
+    sluice__backend *b = g_atomic_pointer_get(&backend);
+    sluice__backend *l = g_atomic_pointer_get(&local);
+    if (!b) {
+        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
+                            sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
+        return FALSE;
+    }
+    if (!limiter)
+        return TRUE;
+    const sluice__rule *rule = sluice__limiter_rule(limiter);
+    if (rule && !rule->per_key)
+        key = NULL;
+    if (l && l != b)
+        l->funcs->reset(l, limiter, key, NULL); /* the state on_error = local kept */
+    if (!b->funcs->reset(b, limiter, key, error))
+        return FALSE;
+    g_mutex_lock(&wake_lock); /* a reset frees concurrency permits too */
+    releases++;
+    g_cond_broadcast(&wake);
+    g_mutex_unlock(&wake_lock);
+    return TRUE;
+}

@@ -26,6 +26,13 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
 /* Gives back concurrency permits and wakes callers waiting for them. */
 void sluice__engine_give_back(sluice__limiter *limiter, const char *key, gint64 permits);
 
+/* Forgets the state of key under limiter (the key is ignored when the rule says
+ * per_key = false) in the backend, and in the memory backend too when on_error =
+ * local may have used it; wakes callers waiting for concurrency permits. limiter
+ * NULL: nothing is kept, TRUE. FALSE with *error when the backend failed, or
+ * SLUICE_ERROR_NOT_INITIALIZED before sluice_init. */
+gboolean sluice__engine_reset(sluice__limiter *limiter, const char *key, GError **error);
+
 /* The on_error verdict when no backend can decide the call at all: TRUE unless
  * the policy is deny (local, with nothing to decide in process, allows). */
 static inline gboolean sluice__engine_policy_allows(const sluice__rule *rule)

@@ -10,6 +10,7 @@
 #include <sluice/descriptor.h>
 #include <sluice/macros.h>
 #include <sluice/stats.h>
+#include <sluice/admin.h>
 
 #define SLUICE_VERSION_MAJOR 0
 #define SLUICE_VERSION_MINOR 1

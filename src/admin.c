@@ -1,0 +1,40 @@
+/* What operators' tools need: check a keyfile, describe a rule, reset a limit. */
+#include <sluice/admin.h>
+
+#include "api.h"
+#include "config.h"
+#include "engine.h"
+#include "registry.h"
+
+gboolean sluice_config_check(const char *path, GError **error)
+{
+    g_return_val_if_fail(path != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    g_autoptr(sluice__config) config = sluice__config_load(path, error);
+    return config != NULL;
+}
+
+gboolean sluice_rule_get(const char *name, sluice_rule_info *out)
+{
+    g_return_val_if_fail(name != NULL, FALSE);
+    g_return_val_if_fail(out != NULL, FALSE);
+    sluice__limiter *limiter = sluice__registry_find(name);
+    const sluice__rule *rule = limiter ? sluice__limiter_rule(limiter) : NULL;
+    if (!rule)
+        return FALSE;
+    *out = (sluice_rule_info){sluice__algorithm_name(rule->algorithm),
+                              rule->limit,
+                              rule->burst,
+                              rule->window_us / 1000,
+                              rule->wait_us / 1000,
+                              rule->shadow,
+                              rule->per_key};
+    return TRUE;
+}
+
+gboolean sluice_reset(const char *name, const char *key, GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    sluice__limiter *limiter;
+    return sluice__find(name, key, 0, &limiter, error) && sluice__engine_reset(limiter, key, error);
+}
