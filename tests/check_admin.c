@@ -126,6 +126,23 @@ START_TEST(reset_deletes_the_limit_key_and_its_seq_key_in_redis)
 }
 END_TEST
 
+START_TEST(keys_written_on_the_injected_clock_outlive_their_window_in_real_time)
+{
+    /* virtual time stands still while real time passes: the state must stay */
+    fixture_clock_start(5000000);
+    fixture_init("[limit:short]\nalgorithm = fixed_window\nlimit = 2\nwindow = 20ms\n");
+    ck_assert_int_eq(sluice_acquire("short", NULL, 2, NULL, NULL), SLUICE_ALLOWED);
+    redisReply *r = test_redis_command(fixture_redis(), "PTTL sluice:{5:short:}");
+    ck_assert_int_ge(r->integer, 3599000);
+    freeReplyObject(r);
+    g_usleep(60000);
+    ck_assert_int_eq(remaining("short", NULL), 0);
+    fixture_clock_advance_ms(20);
+    ck_assert_int_eq(remaining("short", NULL), 2);
+    sluice_shutdown();
+}
+END_TEST
+
 static gpointer reset_later(gpointer data)
 {
     (void)data;
@@ -261,6 +278,8 @@ int main(void)
     tcase_add_test(tc, reset_ignores_the_key_when_per_key_is_false);
     if (fixture_on_redis())
         tcase_add_test(tc, reset_deletes_the_limit_key_and_its_seq_key_in_redis);
+    if (fixture_on_redis())
+        tcase_add_test(tc, keys_written_on_the_injected_clock_outlive_their_window_in_real_time);
     tcase_add_test(tc, reset_wakes_a_concurrency_waiter);
     tcase_add_test(tc, reset_refuses_bad_arguments_and_needs_init);
     tcase_add_test(tc, reset_fails_with_the_backend);
