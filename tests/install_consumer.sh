@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs sluice into a temporary prefix and builds examples/quickstart.c outside the
-# tree twice, with pkg-config and with find_package(sluice); both must run and pass.
+# tree twice, with pkg-config and with find_package(sluice); both must run and pass,
+# and so must the installed sluice command.
 set -euo pipefail
 build=$1
 src=$2
@@ -23,6 +24,10 @@ if nm -D --defined-only "$libdir/libsluice.so" | awk '{print $3}' | grep -v '^sl
     nm -D --defined-only "$libdir/libsluice.so" | awk '{print $3}' | grep -v '^sluice' >&2
     exit 1
 fi
+
+# the sluice command runs from the prefix (it finds the library beside it) and has its man page
+"$work/prefix/bin/sluice" lint "$src/examples/quickstart.ini" | grep -q ": ok$"
+test -f "$work/prefix/share/man/man1/sluice.1"
 
 # 2. find_package(sluice), static archive
 mkdir -p "$work/consumer"

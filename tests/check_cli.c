@@ -1,0 +1,563 @@
+/* The sluice command, run as a program: every subcommand, its output and exit
+ * status, on the memory backend and (SLUICE_TEST_BACKEND=redis) on a real redis-server. */
+#include "fixture.h"
+
+#include <string.h>
+#include <sys/wait.h>
+
+#ifndef SLUICE_CLI_PATH
+#error "SLUICE_CLI_PATH: the path of the built sluice command (tests/CMakeLists.txt)"
+#endif
+
+typedef struct {
+    int status; /* the exit status */
+    char *out;
+    char *err;
+} result;
+
+static void result_free(result *r)
+{
+    g_free(r->out);
+    g_free(r->err);
+    g_free(r);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(result, result_free)
+
+/* Runs argv (argv[0] is the program) and waits for it. */
+static result *spawn(char **argv)
+{
+    result *r = g_new0(result, 1);
+    g_autoptr(GError) error = NULL;
+    int wait_status;
+    ck_assert_msg(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r->out, &r->err,
+                               &wait_status, &error),
+                  "cannot run %s: %s", argv[0], error ? error->message : "");
+    ck_assert_msg(WIFEXITED(wait_status), "%s did not exit: %d", argv[0], wait_status);
+    r->status = WEXITSTATUS(wait_status);
+    return r;
+}
+
+/* Runs the sluice command with the arguments of args (NULL-terminated). */
+static result *sluicev(const char *const *args)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (char *)SLUICE_CLI_PATH);
+    for (; *args; args++)
+        g_ptr_array_add(argv, (char *)*args);
+    g_ptr_array_add(argv, NULL);
+    return spawn((char **)argv->pdata);
+}
+
+/* The same with the arguments that follow. */
+static result *sluice(const char *first, ...) G_GNUC_NULL_TERMINATED;
+
+static result *sluice(const char *first, ...)
+{
+    g_autoptr(GPtrArray) args = g_ptr_array_new();
+    va_list list;
+    va_start(list, first);
+    for (const char *a = first; a; a = va_arg(list, const char *))
+        g_ptr_array_add(args, (char *)a);
+    va_end(list);
+    g_ptr_array_add(args, NULL);
+    return sluicev((const char *const *)args->pdata);
+}
+
+/* Asserts a run's exit status and its whole stdout and stderr. */
+#define ck_run(r, status_, out_, err_)                                                             \
+    do {                                                                                           \
+        ck_assert_msg((r)->status == (status_), "exit %d, expected %d; stderr: %s", (r)->status,   \
+                      (status_), (r)->err);                                                        \
+        ck_assert_str_eq((r)->out, (out_));                                                        \
+        ck_assert_str_eq((r)->err, (err_));                                                        \
+    } while (0)
+
+/* A keyfile for the command: on Redis it points at the suite's redis-server,
+ * which is flushed first (as fixture_init does). */
+static char *keyfile(const char *contents)
+{
+    if (!fixture_on_redis())
+        return fixture_write_keyfile(contents);
+    freeReplyObject(test_redis_command(fixture_redis(), "FLUSHALL"));
+    g_autofree char *url = test_redis_url(fixture_redis());
+    g_autofree char *with =
+        g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\n%s", url, contents);
+    return fixture_write_keyfile(with);
+}
+
+static long long redis_integer(const char *command)
+{
+    redisReply *reply = test_redis_command(fixture_redis(), command);
+    ck_assert_ptr_nonnull(reply);
+    ck_assert_int_eq(reply->type, REDIS_REPLY_INTEGER);
+    long long n = reply->integer;
+    freeReplyObject(reply);
+    return n;
+}
+
+/* ---- help ------------------------------------------------------------------------------- */
+
+static const char *const commands[] = {"lint", "acquire", "status", "reset", "replay"};
+
+START_TEST(help_is_printed_for_the_command_and_each_subcommand)
+{
+    g_autoptr(result) all = sluice("--help", NULL);
+    ck_assert_int_eq(all->status, 0);
+    ck_assert(g_str_has_prefix(all->out, "Usage:\n  sluice COMMAND"));
+    for (guint i = 0; i < G_N_ELEMENTS(commands); i++) {
+        g_autofree char *row = g_strdup_printf("\n  %-9s ", commands[i]);
+        ck_assert_msg(strstr(all->out, row), "%s is not listed", commands[i]);
+
+        g_autofree char *usage = g_strdup_printf("Usage:\n  sluice %s [OPTION…]", commands[i]);
+        g_autoptr(result) one = sluice(commands[i], "--help", NULL);
+        ck_assert_int_eq(one->status, 0);
+        ck_assert_msg(g_str_has_prefix(one->out, usage), "%s", one->out);
+        ck_assert(strstr(one->out, "Exit status:"));
+        ck_assert_str_eq(one->err, "");
+        g_autoptr(result) via_help = sluice("help", commands[i], NULL);
+        ck_assert_str_eq(via_help->out, one->out);
+    }
+    g_autoptr(result) none = sluicev((const char *const[]){NULL});
+    ck_assert_int_eq(none->status, 2);
+    ck_assert(g_str_has_prefix(none->err, "Usage:"));
+    g_autoptr(result) unknown = sluice("frobnicate", NULL);
+    ck_run(unknown, 2, "", "sluice: no command 'frobnicate'; try 'sluice --help'\n");
+    g_autoptr(result) bad_option = sluice("acquire", "--bogus", NULL);
+    ck_run(bad_option, 2, "",
+           "sluice acquire: Unknown option --bogus\nTry 'sluice acquire --help'.\n");
+    g_autoptr(result) version = sluice("--version", NULL);
+    ck_run(version, 0, "sluice 0.1.0\n", "");
+}
+END_TEST
+
+/* ---- lint ------------------------------------------------------------------------------- */
+
+START_TEST(lint_says_ok_for_a_valid_keyfile)
+{
+    g_autofree char *path = fixture_write_keyfile(
+        "[sluice]\nbackend = redis\nredis = redis://127.0.0.1:1/0\n" /* never connected to */
+        "[limit:a]\nlimit = 5   # permits\nwindow = 10s\n");
+    g_autoptr(result) r = sluice("lint", path, NULL);
+    g_autofree char *expected = g_strdup_printf("%s: ok\n", path);
+    ck_run(r, 0, expected, "");
+}
+END_TEST
+
+START_TEST(lint_lists_every_problem_of_a_bad_keyfile_and_exits_1)
+{
+    g_autofree char *path =
+        fixture_write_keyfile("[sluice]\nbackend = mongo\n"
+                              "[limit:login]\nlimit = 0\nwindow = 10\nwidnow = 1s\n"
+                              "[limits:typo]\nlimit = 1\n");
+    g_autoptr(result) r = sluice("lint", path, NULL);
+    g_autofree char *expected = g_strdup_printf(
+        "%s: [sluice] backend = mongo: expected memory or redis\n"
+        "%s: [limit:login] limit = 0: must be at least 1\n"
+        "%s: [limit:login] window = 10: missing unit, e.g. 10s\n"
+        "%s: [limit:login] widnow: unknown key; expected one of algorithm, limit, window, "
+        "burst, wait, mode, per_key\n"
+        "%s: [limits:typo]: unknown group; expected [sluice] or [limit:NAME]\n",
+        path, path, path, path, path);
+    ck_run(r, 1, expected, "");
+
+    g_autoptr(result) missing = sluice("lint", "/nonexistent/limits.ini", NULL);
+    ck_assert_int_eq(missing->status, 2);
+    ck_assert_str_eq(missing->out, "");
+    ck_assert(g_str_has_prefix(missing->err, "sluice lint: "));
+    ck_assert(strstr(missing->err, "/nonexistent/limits.ini"));
+    g_autoptr(result) nothing = sluice("lint", NULL);
+    ck_run(nothing, 2, "", "sluice lint: missing FILE…\nTry 'sluice lint --help'.\n");
+}
+END_TEST
+
+/* ---- acquire -------------------------------------------------------------------------------- */
+
+static const char *hourly = "[limit:api]\nalgorithm = fixed_window\nlimit = 3\nwindow = 1h\n";
+
+/* The numbers of "allowed=A limit=L remaining=R retry_after_ms=X reset_after_ms=Y\n". */
+static void parse_decision(const char *line, sluice_decision *d)
+{
+    int allowed;
+    ck_assert_msg(sscanf(line,
+                         "allowed=%d limit=%" G_GINT64_FORMAT " remaining=%" G_GINT64_FORMAT
+                         " retry_after_ms=%" G_GINT64_FORMAT " reset_after_ms=%" G_GINT64_FORMAT,
+                         &allowed, &d->limit, &d->remaining, &d->retry_after_ms,
+                         &d->reset_after_ms) == 5,
+                  "not a decision: %s", line);
+    d->allowed = allowed;
+}
+
+START_TEST(acquire_prints_one_decision_and_exits_0_when_allowed_and_1_when_denied)
+{
+    g_autofree char *path = keyfile(hourly);
+    /* a fresh fixed window: every number is exact, whatever the clock */
+    g_autoptr(result) first = sluice("acquire", "--config", path, "api", "--key", "alice", NULL);
+    ck_run(first, 0, "allowed=1 limit=3 remaining=2 retry_after_ms=-1 reset_after_ms=3600000\n",
+           "");
+    g_autoptr(result) json = sluice("acquire", "-c", path, "api", "-k", "bob", "--json", NULL);
+    ck_run(json, 0,
+           "{\"allowed\":true,\"limit\":3,\"remaining\":2,\"retry_after_ms\":-1,"
+           "\"reset_after_ms\":3600000}\n",
+           "");
+    /* more than the capacity: denied, never passes */
+    g_autoptr(result) huge = sluice("acquire", "-c", path, "api", "-k", "carol", "-p", "4", NULL);
+    ck_run(huge, 1, "allowed=0 limit=3 remaining=3 retry_after_ms=-1 reset_after_ms=0\n", "");
+
+    if (!fixture_on_redis())
+        return; /* each process has its own memory backend: the next call is a first one */
+    /* on Redis the limit is shared by every process: alice has 2 left, then none */
+    g_autoptr(result) second = sluice("acquire", "-c", path, "api", "-k", "alice", "-p", "2", NULL);
+    ck_assert_int_eq(second->status, 0);
+    sluice_decision d;
+    parse_decision(second->out, &d);
+    ck_assert_int_eq(d.remaining, 0);
+    ck_assert_int_le(d.reset_after_ms, 3600000);
+    ck_assert_int_gt(d.reset_after_ms, 3600000 - 60000);
+    g_autoptr(result) denied = sluice("acquire", "-c", path, "api", "-k", "alice", NULL);
+    ck_assert_int_eq(denied->status, 1);
+    parse_decision(denied->out, &d);
+    ck_assert(!d.allowed);
+    ck_assert_int_eq(d.limit, 3);
+    ck_assert_int_eq(d.remaining, 0);
+    ck_assert_int_gt(d.retry_after_ms, 3600000 - 60000);
+    ck_assert_int_eq(d.retry_after_ms, d.reset_after_ms);
+}
+END_TEST
+
+START_TEST(acquire_refuses_bad_arguments_with_exit_2)
+{
+    g_autofree char *path = keyfile(hourly);
+    g_autoptr(result) unknown = sluice("acquire", "-c", path, "nope", NULL);
+    g_autofree char *no_rule =
+        g_strdup_printf("sluice acquire: %s has no rule [limit:nope]\n", path);
+    ck_run(unknown, 2, "", no_rule);
+    g_autoptr(result) empty_key = sluice("acquire", "-c", path, "api", "--key", "", NULL);
+    ck_run(empty_key, 2, "",
+           "sluice acquire: key is empty; expected NULL for no key, or a string\n");
+    g_autoptr(result) negative = sluice("acquire", "-c", path, "api", "--permits", "-1", NULL);
+    ck_run(negative, 2, "", "sluice acquire: permits is negative; expected 0 (a peek) or more\n");
+    g_autoptr(result) no_name = sluice("acquire", "-c", path, NULL);
+    ck_run(no_name, 2, "", "sluice acquire: missing NAME\nTry 'sluice acquire --help'.\n");
+    g_autoptr(result) no_config = sluice("acquire", "api", NULL);
+    ck_run(no_config, 2, "",
+           "sluice acquire: no keyfile; expected --config FILE (or SLUICE_CONFIG in the "
+           "environment)\nTry 'sluice acquire --help'.\n");
+    g_autofree char *bad = fixture_write_keyfile("[limit:api]\nlimit = 0\nwindow = 1s\n");
+    g_autoptr(result) invalid = sluice("acquire", "-c", bad, "api", NULL);
+    g_autofree char *problem =
+        g_strdup_printf("sluice acquire: %s: [limit:api] limit = 0: must be at least 1\n", bad);
+    ck_run(invalid, 2, "", problem);
+}
+END_TEST
+
+START_TEST(every_subcommand_exits_3_when_the_backend_fails)
+{
+    g_autofree char *path = fixture_write_keyfile(
+        "[sluice]\nbackend = redis\nredis = redis://127.0.0.1:1/0\n[limit:api]\nlimit = 1\n"
+        "window = 1s\n");
+    g_autofree char *trace = fixture_write_keyfile("0 api\n");
+    const char *const runs[][5] = {{"acquire", "-c", path, "api", NULL},
+                                   {"status", "-c", path, NULL},
+                                   {"reset", "-c", path, "api", NULL},
+                                   {"replay", "-c", path, trace, NULL}};
+    for (guint i = 0; i < G_N_ELEMENTS(runs); i++) {
+        g_autoptr(result) r = sluicev(runs[i]);
+        ck_assert_msg(r->status == 3, "%s: exit %d", runs[i][0], r->status);
+        ck_assert_str_eq(r->out, "");
+        ck_assert_msg(strstr(r->err, "redis 127.0.0.1:1: connect"), "%s", r->err);
+    }
+}
+END_TEST
+
+/* ---- status ------------------------------------------------------------------------------- */
+
+static const char *three_rules = "[limit:api]\nalgorithm = fixed_window\nlimit = 3\nwindow = 1h\n"
+                                 "[limit:login]\nalgorithm = gcra\nlimit = 10\nwindow = 1m\n"
+                                 "burst = 4\n"
+                                 "[limit:shared]\nalgorithm = concurrency\nlimit = 2\n"
+                                 "per_key = false\n";
+
+START_TEST(status_shows_every_rule_in_keyfile_order)
+{
+    g_autofree char *path = keyfile(three_rules);
+    g_autoptr(result) all = sluice("status", "-c", path, NULL);
+    ck_run(all, 0,
+           "api - algorithm=fixed_window limit=3 remaining=3 retry_after_ms=-1 reset_after_ms=0\n"
+           "login - algorithm=gcra limit=4 remaining=4 retry_after_ms=-1 reset_after_ms=0\n"
+           "shared - algorithm=concurrency limit=2 remaining=2 retry_after_ms=-1 "
+           "reset_after_ms=0\n",
+           "");
+    /* a key applies to each rule; per_key = false shares one state, shown as - */
+    g_autoptr(result) json = sluice("status", "-c", path, "--key", "al\"ice", "--json", NULL);
+    ck_run(json, 0,
+           "{\"name\":\"api\",\"key\":\"al\\\"ice\",\"algorithm\":\"fixed_window\",\"limit\":3,"
+           "\"remaining\":3,\"retry_after_ms\":-1,\"reset_after_ms\":0}\n"
+           "{\"name\":\"login\",\"key\":\"al\\\"ice\",\"algorithm\":\"gcra\",\"limit\":4,"
+           "\"remaining\":4,\"retry_after_ms\":-1,\"reset_after_ms\":0}\n"
+           "{\"name\":\"shared\",\"key\":null,\"algorithm\":\"concurrency\",\"limit\":2,"
+           "\"remaining\":2,\"retry_after_ms\":-1,\"reset_after_ms\":0}\n",
+           "");
+    g_autoptr(result) one = sluice("status", "-c", path, "login", "-k", "bob", NULL);
+    ck_run(one, 0,
+           "login bob algorithm=gcra limit=4 remaining=4 retry_after_ms=-1 "
+           "reset_after_ms=0\n",
+           "");
+    g_autoptr(result) unknown = sluice("status", "-c", path, "nope", NULL);
+    ck_assert_int_eq(unknown->status, 2);
+}
+END_TEST
+
+static const char *const algorithms[] = {"fixed_window", "sliding_log", "sliding_window",
+                                         "token_bucket", "gcra",        "concurrency"};
+
+START_TEST(status_consumes_nothing_for_every_algorithm)
+{
+    g_autofree char *ini =
+        g_strdup_printf("[limit:r]\nalgorithm = %s\nlimit = 3\nwindow = 1h\n", algorithms[_i]);
+    g_autofree char *path = keyfile(ini);
+    g_autoptr(result) took = sluice("acquire", "-c", path, "r", "-k", "k", "-p", "2", NULL);
+    ck_assert_int_eq(took->status, 0);
+    /* on memory, every process starts full; on Redis, 1 is left and stays left */
+    gint64 left = fixture_on_redis() ? 1 : 3;
+    for (int i = 0; i < 3; i++) {
+        g_autoptr(result) status = sluice("status", "-c", path, "r", "-k", "k", "--json", NULL);
+        ck_assert_int_eq(status->status, 0);
+        g_autofree char *expected = g_strdup_printf("\"remaining\":%" G_GINT64_FORMAT ",", left);
+        ck_assert_msg(strstr(status->out, expected), "%s", status->out);
+    }
+    if (fixture_on_redis()) {
+        g_autoptr(result) last = sluice("acquire", "-c", path, "r", "-k", "k", NULL);
+        ck_assert_int_eq(last->status, 0);
+        ck_assert(strstr(last->out, " remaining=0 "));
+        g_autoptr(result) full = sluice("acquire", "-c", path, "r", "-k", "k", NULL);
+        ck_assert_int_eq(full->status, 1);
+    }
+}
+END_TEST
+
+/* ---- reset ---------------------------------------------------------------------------------- */
+
+START_TEST(reset_then_acquire_shows_a_full_limit)
+{
+    g_autofree char *path = keyfile(hourly);
+    g_autoptr(result) took = sluice("acquire", "-c", path, "api", "-k", "alice", "-p", "3", NULL);
+    ck_assert_int_eq(took->status, 0);
+    g_autoptr(result) other = sluice("acquire", "-c", path, "api", "-k", "bob", "-p", "3", NULL);
+    ck_assert_int_eq(other->status, 0);
+    g_autoptr(result) reset = sluice("reset", "-c", path, "api", "--key", "alice", NULL);
+    ck_run(reset, 0, "", "");
+    g_autoptr(result) again = sluice("acquire", "-c", path, "api", "-k", "alice", NULL);
+    ck_run(again, 0, "allowed=1 limit=3 remaining=2 retry_after_ms=-1 reset_after_ms=3600000\n",
+           "");
+    if (fixture_on_redis()) { /* bob's state is his own */
+        g_autoptr(result) bob = sluice("acquire", "-c", path, "api", "-k", "bob", NULL);
+        ck_assert_int_eq(bob->status, 1);
+    }
+    g_autoptr(result) unknown = sluice("reset", "-c", path, "nope", NULL);
+    ck_assert_int_eq(unknown->status, 2);
+    g_autoptr(result) no_name = sluice("reset", "-c", path, NULL);
+    ck_assert_int_eq(no_name->status, 2);
+}
+END_TEST
+
+/* ---- replay --------------------------------------------------------------------------------- */
+
+static const char *replay_rules =
+    "[limit:api]\nalgorithm = fixed_window\nlimit = 2\nwindow = 1s\n"
+    "[limit:upload]\nalgorithm = token_bucket\nlimit = 2\nwindow = 1s\nwait = 1s\n"
+    "[limit:login]\nalgorithm = sliding_log\nlimit = 1\nwindow = 1s\nwait = 1500ms\n"
+    "[limit:jobs]\nalgorithm = concurrency\nlimit = 1\nwindow = 300ms\nwait = 1s\n"
+    "[limit:global]\nalgorithm = gcra\nlimit = 10\nwindow = 1s\nburst = 2\nper_key = false\n";
+
+static const char *trace = "# a trace: T_MS NAME [KEY [PERMITS]]\n"
+                           "0 api alice\n"
+                           "0 api alice\n"
+                           "0 api alice\n"
+                           "0 api bob 2\n"
+                           "0 upload u\n"
+                           "0 upload u\n"
+                           "0 upload u\n"
+                           "0 login\n"
+                           "0 login -\n"
+                           "0 jobs\n"
+                           "100 jobs\n"
+                           "100\tupload u\n"
+                           "\n"
+                           "250 global x\n"
+                           "250 global y\n"
+                           "250 global z 2\n"
+                           "500 api alice\n"
+                           "1000 api alice   # a new window\n"
+                           "1000 login\n"
+                           "1200 other k 3\n";
+
+/* Worked out by hand (docs/sluice.1 has the rules of waiting calls):
+ * api, fixed_window 2 per 1 s: alice 2 then denied until 1000; bob's own 2.
+ * upload, token_bucket 2 per 1 s (a token per 500 ms), wait 1 s: the third call at 0
+ *   reserves the token due at 500; the call at 100 reserves the one due at 1000.
+ * login, sliding_log 1 per 1 s, wait 1.5 s: the second call at 0 waits until the first
+ *   leaves at 1000; the call at 1000 then waits until 2000.
+ * jobs, concurrency 1 with 300 ms leases, wait 1 s: the call at 100 waits for the
+ *   lease taken at 0 to expire at 300.
+ * global, gcra 10 per 1 s (100 ms each), burst 2, one state for every key.
+ * other has no rule: not limited. */
+static const char *replayed =
+    "0 api alice 1 allowed=1 limit=2 remaining=1 retry_after_ms=-1 reset_after_ms=1000\n"
+    "0 api alice 1 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1000\n"
+    "0 api alice 1 allowed=0 limit=2 remaining=0 retry_after_ms=1000 reset_after_ms=1000\n"
+    "0 api bob 2 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1000\n"
+    "0 upload u 1 allowed=1 limit=2 remaining=1 retry_after_ms=-1 reset_after_ms=500 "
+    "waited_ms=0\n"
+    "0 upload u 1 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1000 "
+    "waited_ms=0\n"
+    "0 upload u 1 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1500 "
+    "waited_ms=500\n"
+    "0 login - 1 allowed=1 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=1000 "
+    "waited_ms=0\n"
+    "0 login - 1 allowed=1 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=1000 "
+    "waited_ms=1000\n"
+    "0 jobs - 1 allowed=1 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=300 waited_ms=0\n"
+    "100 jobs - 1 allowed=1 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=300 "
+    "waited_ms=200\n"
+    "100 upload u 1 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1900 "
+    "waited_ms=900\n"
+    "250 global x 1 allowed=1 limit=2 remaining=1 retry_after_ms=-1 reset_after_ms=100\n"
+    "250 global y 1 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=200\n"
+    "250 global z 2 allowed=0 limit=2 remaining=0 retry_after_ms=200 reset_after_ms=200\n"
+    "500 api alice 1 allowed=0 limit=2 remaining=0 retry_after_ms=500 reset_after_ms=500\n"
+    "1000 api alice 1 allowed=1 limit=2 remaining=1 retry_after_ms=-1 reset_after_ms=1000\n"
+    "1000 login - 1 allowed=1 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=1000 "
+    "waited_ms=1000\n"
+    "1200 other k 3 allowed=1 limit=9223372036854775807 remaining=9223372036854775807 "
+    "retry_after_ms=-1 reset_after_ms=0\n"
+    "summary api calls=6 admitted=4 denied=2 permits_admitted=5 permits_denied=2\n"
+    "summary upload calls=4 admitted=4 denied=0 permits_admitted=4 permits_denied=0\n"
+    "summary login calls=3 admitted=3 denied=0 permits_admitted=3 permits_denied=0\n"
+    "summary jobs calls=2 admitted=2 denied=0 permits_admitted=2 permits_denied=0\n"
+    "summary global calls=3 admitted=2 denied=1 permits_admitted=2 permits_denied=2\n"
+    "summary other calls=1 admitted=1 denied=0 permits_admitted=3 permits_denied=0\n";
+
+START_TEST(replay_prints_the_exact_decisions_of_a_trace)
+{
+    g_autofree char *path = keyfile(replay_rules);
+    g_autofree char *trace_path = fixture_write_keyfile(trace);
+    g_autofree char *warning =
+        g_strdup_printf("sluice replay: %s: no rule [limit:other]: not limited\n", trace_path);
+    gint64 start = g_get_monotonic_time();
+    g_autoptr(result) r = sluice("replay", "--config", path, trace_path, NULL);
+    ck_run(r, 0, replayed, warning);
+    /* two virtual seconds with waits of up to a second pass in far less real time */
+    ck_assert_int_lt(g_get_monotonic_time() - start, 1000000);
+    /* replaying again gives the same: nothing was left behind */
+    g_autoptr(result) again = sluice("replay", "--config", path, trace_path, NULL);
+    ck_run(again, 0, replayed, warning);
+}
+END_TEST
+
+START_TEST(replay_reads_the_trace_from_stdin)
+{
+    g_autofree char *path = keyfile(replay_rules);
+    g_autofree char *trace_path = fixture_write_keyfile(trace);
+    for (int dash = 0; dash < 2; dash++) {
+        g_autofree char *q_cli = g_shell_quote(SLUICE_CLI_PATH);
+        g_autofree char *q_path = g_shell_quote(path);
+        g_autofree char *q_trace = g_shell_quote(trace_path);
+        g_autofree char *line = g_strdup_printf("exec %s replay -c %s%s < %s", q_cli, q_path,
+                                                dash ? " -" : "", q_trace);
+        char *argv[] = {"/bin/sh", "-c", line, NULL};
+        g_autoptr(result) r = spawn(argv);
+        ck_run(r, 0, replayed, "sluice replay: stdin: no rule [limit:other]: not limited\n");
+    }
+}
+END_TEST
+
+START_TEST(replay_leaves_no_key_behind_and_never_touches_the_live_limits)
+{
+    g_autofree char *path = keyfile(replay_rules);
+    g_autofree char *trace_path = fixture_write_keyfile(trace);
+    /* the service has taken one of alice's api permits */
+    g_autoptr(result) took = sluice("acquire", "-c", path, "api", "-k", "alice", NULL);
+    ck_assert_int_eq(took->status, 0);
+    ck_assert_int_eq(redis_integer("DBSIZE"), 1);
+    g_autoptr(result) r = sluice("replay", "-c", path, trace_path, NULL);
+    ck_assert_int_eq(r->status, 0);
+    ck_assert_str_eq(r->out, replayed); /* alice starts full in the replay */
+    ck_assert_int_eq(redis_integer("DBSIZE"), 1);
+    ck_assert_int_eq(redis_integer("EXISTS sluice:{3:api:alice}"), 1);
+    g_autoptr(result) status = sluice("status", "-c", path, "api", "-k", "alice", NULL);
+    ck_assert(strstr(status->out, " remaining=1 "));
+
+    /* a replay that stops at a bad line deletes what it wrote before it */
+    g_autofree char *bad_trace = fixture_write_keyfile("0 login\n0 jobs\n5 jobs\n3 api\n");
+    g_autoptr(result) bad = sluice("replay", "-c", path, bad_trace, NULL);
+    ck_assert_int_eq(bad->status, 2);
+    ck_assert_int_eq(redis_integer("DBSIZE"), 1);
+}
+END_TEST
+
+START_TEST(replay_refuses_a_bad_line_naming_its_number)
+{
+    g_autofree char *path = keyfile(replay_rules);
+    typedef struct {
+        const char *trace, *message;
+    } bad;
+    const bad cases[] = {
+        {"0 api\n# fine\n\n7\n", "4: no NAME; expected T_MS NAME [KEY [PERMITS]]"},
+        {"0 api k 1 extra\n", "1: too many fields; expected T_MS NAME [KEY [PERMITS]]"},
+        {"10 api\n9 api\n", "2: T_MS 9 is before the previous line's 10; expected times that "
+                            "never decrease"},
+        {"-1 api\n", "1: T_MS -1: expected milliseconds from the trace's start, 0 to "
+                     "4000000000000"},
+        {"1s api\n", "1: T_MS 1s: expected milliseconds from the trace's start, 0 to "
+                     "4000000000000"},
+        {"0 api k 0\n", "1: PERMITS 0: expected a whole number, 1 to 1125899906842624"},
+        {"0 api k x\n", "1: PERMITS x: expected a whole number, 1 to 1125899906842624"},
+        {"0 api \xff\n", "1: key is not valid UTF-8"},
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *trace_path = fixture_write_keyfile(cases[i].trace);
+        g_autoptr(result) r = sluice("replay", "-c", path, trace_path, NULL);
+        g_autofree char *expected =
+            g_strdup_printf("sluice replay: %s:%s\n", trace_path, cases[i].message);
+        ck_assert_int_eq(r->status, 2);
+        ck_assert_str_eq(r->err, expected);
+    }
+    /* the lines before it were replayed and printed */
+    g_autofree char *trace_path = fixture_write_keyfile("0 api\n1 api x y z\n");
+    g_autoptr(result) r = sluice("replay", "-c", path, trace_path, NULL);
+    ck_assert_str_eq(r->out, "0 api - 1 allowed=1 limit=2 remaining=1 retry_after_ms=-1 "
+                             "reset_after_ms=1000\n");
+    /* a missing trace, a bad keyfile (named as the user wrote it) */
+    g_autoptr(result) missing = sluice("replay", "-c", path, "/nonexistent/trace", NULL);
+    ck_run(missing, 2, "", "sluice replay: /nonexistent/trace: No such file or directory\n");
+    g_autofree char *bad_keyfile = fixture_write_keyfile("[limit:api]\nlimit = 1\n");
+    g_autoptr(result) invalid = sluice("replay", "-c", bad_keyfile, trace_path, NULL);
+    g_autofree char *problem = g_strdup_printf(
+        "sluice replay: %s: [limit:api] window: missing; expected a duration, e.g. window = 10s\n",
+        bad_keyfile);
+    ck_run(invalid, 2, "", problem);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("cli");
+    tcase_add_test(tc, help_is_printed_for_the_command_and_each_subcommand);
+    tcase_add_test(tc, lint_says_ok_for_a_valid_keyfile);
+    tcase_add_test(tc, lint_lists_every_problem_of_a_bad_keyfile_and_exits_1);
+    tcase_add_test(tc, acquire_prints_one_decision_and_exits_0_when_allowed_and_1_when_denied);
+    tcase_add_test(tc, acquire_refuses_bad_arguments_with_exit_2);
+    tcase_add_test(tc, every_subcommand_exits_3_when_the_backend_fails);
+    tcase_add_test(tc, status_shows_every_rule_in_keyfile_order);
+    tcase_add_loop_test(tc, status_consumes_nothing_for_every_algorithm, 0,
+                        G_N_ELEMENTS(algorithms));
+    tcase_add_test(tc, reset_then_acquire_shows_a_full_limit);
+    tcase_add_test(tc, replay_prints_the_exact_decisions_of_a_trace);
+    tcase_add_test(tc, replay_reads_the_trace_from_stdin);
+    if (fixture_on_redis())
+        tcase_add_test(tc, replay_leaves_no_key_behind_and_never_touches_the_live_limits);
+    tcase_add_test(tc, replay_refuses_a_bad_line_naming_its_number);
+    suite_add_tcase(s, tc);
+    return fixture_run(s);
+}

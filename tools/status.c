@@ -1,0 +1,85 @@
+/* sluice status: the state of limits, read from the backend without consuming. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define COMMAND "status"
+
+/* Prints one limit's state; the exit code on failure, else -1. */
+static int show(const char *name, const char *key, gboolean json)
+{
+    sluice_rule_info rule;
+    g_autoptr(GError) error = NULL;
+    sluice_decision d;
+    if (!sluice_rule_get(name, &rule))
+        return CLI_EXIT_USAGE; /* cannot happen: the caller checked */
+    if (!rule.per_key)
+        key = NULL; /* the limit is shared: that is the state there is */
+    /* a peek that never waits: permits 0 consumes nothing on every backend */
+    if (sluice_acquire_wait(name, key, 0, 0, &d, &error) == SLUICE_ERROR)
+        return cli_fail(COMMAND, error);
+    g_autoptr(GString) out = g_string_new(NULL);
+    if (json) {
+        g_string_append(out, "{\"name\":");
+        cli_append_json_string(out, name);
+        g_string_append(out, ",\"key\":");
+        cli_append_json_string(out, key);
+        g_string_append(out, ",\"algorithm\":");
+        cli_append_json_string(out, rule.algorithm);
+        g_string_append_c(out, ',');
+        cli_append_json_decision(out, &d, FALSE);
+        g_string_append_c(out, '}');
+    } else {
+        g_string_append_printf(out, "%s %s algorithm=%s ", name, key ? key : "-", rule.algorithm);
+        cli_append_decision(out, &d, FALSE);
+    }
+    puts(out->str);
+    return -1;
+}
+
+static const cli_spec spec = {
+    COMMAND,
+    "[NAME]",
+    0,
+    1,
+    TRUE,
+    "Shows the state of the limit NAME, or of every limit of the keyfile, without consuming "
+    "anything.",
+    "Prints one line per limit, in keyfile order:\n"
+    "  NAME KEY algorithm=A limit=L remaining=R retry_after_ms=X reset_after_ms=Y\n"
+    "(KEY - for none, and for a rule with per_key = false), or with --json one\n"
+    "object per line. retry_after_ms is when one permit would pass (-1: now).\n"
+    "It is read with a peek (permits = 0), which consumes nothing. With backend =\n"
+    "memory every process keeps its own limits, so this shows a fresh state.\n\n"
+    "Exit status: 0 done, 2 bad arguments or keyfile, 3 the backend failed.",
+};
+
+int cli_status(char **argv)
+{
+    g_auto(GStrv) args = argv;
+    g_autofree char *path = NULL, *key = NULL;
+    gboolean json = FALSE;
+    const GOptionEntry entries[] = {
+        CLI_OPTION_KEY(key),
+        {"json", 'j', 0, G_OPTION_ARG_NONE, &json, "Print one JSON object per limit", NULL},
+        G_OPTION_ENTRY_NULL,
+    };
+    int rc = cli_parse(&spec, entries, &args, &path);
+    if (rc >= 0)
+        return rc;
+    sluice_rule_info rule;
+    if ((rc = cli_open(COMMAND, path, args[1], &rule)) >= 0)
+        return rc;
+    if (args[1])
+        return (rc = show(args[1], key, json)) >= 0 ? rc : CLI_EXIT_OK;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GKeyFile) keyfile = cli_keyfile_load(path, &error);
+    if (!keyfile)
+        return cli_fail(COMMAND, error);
+    g_auto(GStrv) groups = g_key_file_get_groups(keyfile, NULL);
+    for (char **g = groups; *g; g++)
+        if (g_str_has_prefix(*g, "limit:") && (rc = show(*g + strlen("limit:"), key, json)) >= 0)
+            return rc;
+    return CLI_EXIT_OK;
+}
