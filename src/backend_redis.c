@@ -40,6 +40,8 @@ typedef struct {
     redisContext *ctx;
     pid_t pid;
     guint generation;
+    gint64 armed_us; /* the socket timeout now set on ctx, µs (0: none yet)   */
+    gboolean reused; /* ctx was made before the current call                  */
 } connection;
 
 static void connection_free(gpointer p)
@@ -53,6 +55,11 @@ static void connection_free(gpointer p)
 static GPrivate thread_connection = G_PRIVATE_INIT(connection_free);
 static guint generations; /* atomic */
 
+/* How far the socket timeout may be from what a step has left before it is set
+ * again: a step ends at most this much after the call's deadline, and a call
+ * that nothing slowed down makes no setsockopt() at all. */
+#define ARM_SLACK_US 1000
+
 static struct timeval to_timeval(gint64 us)
 {
     return (struct timeval){.tv_sec = us / 1000000, .tv_usec = us % 1000000};
@@ -64,24 +71,102 @@ static void fail(GError **error, int code, const redis_backend *b, const char *w
     g_set_error(error, SLUICE_ERROR_DOMAIN, code, "%s: %s: %s", b->what, what, detail);
 }
 
-/* The reason of an I/O failure of ctx, in words an operator understands. */
-static const char *io_reason(const redisContext *ctx)
+static void drop_connection(connection *c)
 {
-    if (ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return "timed out";
-    if (ctx->err == REDIS_ERR_EOF)
-        return "connection closed by the server";
-    return ctx->errstr[0] ? ctx->errstr : "I/O error";
+    redisFree(c->ctx);
+    c->ctx = NULL;
 }
 
-/* Runs one command on ctx; FALSE (and *error) when it failed or Redis answered
- * with an error (auth_code is the code for that case). */
-static gboolean command(const redis_backend *b, redisContext *ctx, int auth_code, GError **error,
-                        int argc, const char **argv)
+/* How one exchange with Redis ended. */
+typedef enum {
+    SENT,      /* a reply came (maybe an error reply)                           */
+    TIMED_OUT, /* the call's deadline passed                                    */
+    LOST,      /* the server closed or reset the connection                    */
+    BROKEN,    /* another I/O error                                             */
+} outcome;
+
+static const char *outcome_reason(outcome o, const redisContext *ctx)
 {
-    redisReply *reply = redisCommandArgv(ctx, argc, argv, NULL);
-    if (!reply) {
-        fail(error, SLUICE_ERROR_BACKEND, b, argv[0], io_reason(ctx));
+    switch (o) {
+    case TIMED_OUT:
+        return "timed out";
+    case LOST:
+        return "connection closed by the server";
+    default:
+        return ctx && ctx->errstr[0] ? ctx->errstr : "I/O error";
+    }
+}
+
+/* Sets c's socket timeouts to what is left before deadline (µs, monotonic);
+ * FALSE when nothing is left. */
+static gboolean arm(connection *c, gint64 deadline)
+{
+    gint64 left = deadline - g_get_monotonic_time();
+    if (left <= 0)
+        return FALSE;
+    if (ABS(left - c->armed_us) > ARM_SLACK_US) {
+        if (redisSetTimeout(c->ctx, to_timeval(left)) != REDIS_OK)
+            return FALSE;
+        c->armed_us = left;
+    }
+    return TRUE;
+}
+
+/* The outcome of an I/O failure of c that errno (saved right after it) explains. */
+static outcome io_failure(const connection *c, int saved_errno)
+{
+    if (c->ctx->err == REDIS_ERR_EOF)
+        return LOST;
+    if (c->ctx->err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK))
+        return TIMED_OUT; /* SO_RCVTIMEO / SO_SNDTIMEO ran out */
+    if (c->ctx->err == REDIS_ERR_IO && (saved_errno == ECONNRESET || saved_errno == EPIPE))
+        return LOST;
+    return BROKEN;
+}
+
+/* Sends one command on c and reads its reply, each step bounded by what is left
+ * before deadline. SENT with *reply, or why not: then the connection is dropped
+ * (a reply may still be on its way; the next command must not read it). */
+static outcome exchange(connection *c, gint64 deadline, int argc, const char **argv,
+                        redisReply **reply)
+{
+    void *r = NULL;
+    int done = 0;
+
+    *reply = NULL;
+    if (redisAppendCommandArgv(c->ctx, argc, argv, NULL) != REDIS_OK)
+        return BROKEN;
+    while (!done) {
+        if (!arm(c, deadline))
+            return TIMED_OUT;
+        if (redisBufferWrite(c->ctx, &done) != REDIS_OK)
+            return io_failure(c, errno);
+    }
+    for (;;) {
+        if (redisGetReplyFromReader(c->ctx, &r) != REDIS_OK)
+            return BROKEN;
+        if (r) {
+            *reply = r;
+            return SENT;
+        }
+        if (!arm(c, deadline))
+            return TIMED_OUT;
+        if (redisBufferRead(c->ctx) != REDIS_OK)
+            return io_failure(c, errno);
+    }
+}
+
+/* Runs one command on c; FALSE (and *error) when it failed or Redis answered with
+ * an error (auth_code is the code for that case). The connection is dropped on an
+ * I/O failure. */
+static gboolean command(const redis_backend *b, connection *c, gint64 deadline, int auth_code,
+                        GError **error, int argc, const char **argv)
+{
+    redisReply *reply;
+    outcome o = exchange(c, deadline, argc, argv, &reply);
+    if (o != SENT) {
+        fail(error, SLUICE_ERROR_BACKEND, b, argv[0], outcome_reason(o, c->ctx));
+        drop_connection(c);
         return FALSE;
     }
     gboolean ok = reply->type != REDIS_REPLY_ERROR;
@@ -91,53 +176,63 @@ static gboolean command(const redis_backend *b, redisContext *ctx, int auth_code
     return ok;
 }
 
-/* A new connection, authenticated and on its database; NULL and *error when not.
- * probe: also PING, so that a server wanting a password it was not given fails
- * now with SLUICE_ERROR_AUTH (at init), not at the first decision. */
-static redisContext *connect_to(const redis_backend *b, gboolean probe, GError **error)
+/* Makes c's connection, authenticated and on its database, before deadline; FALSE
+ * and *error when not. probe: also PING, so that a server wanting a password it
+ * was not given fails now with SLUICE_ERROR_AUTH (at init), not at the first
+ * decision. */
+static gboolean connect_to(const redis_backend *b, connection *c, gint64 deadline, gboolean probe,
+                           GError **error)
 {
-    struct timeval tv = to_timeval(b->timeout_us);
-    redisContext *ctx = b->url.socket ? redisConnectUnixWithTimeout(b->url.socket, tv)
-                                      : redisConnectWithTimeout(b->url.host, b->url.port, tv);
-    if (!ctx || ctx->err) {
-        fail(error, SLUICE_ERROR_BACKEND, b, "connect",
-             ctx ? (ctx->err == REDIS_ERR_IO && errno == EINPROGRESS ? "timed out" : ctx->errstr)
-                 : "out of memory");
-        if (ctx)
-            redisFree(ctx);
-        return NULL;
+    gint64 left = deadline - g_get_monotonic_time();
+    if (left <= 0) {
+        fail(error, SLUICE_ERROR_BACKEND, b, "connect", "timed out");
+        return FALSE;
     }
-    redisSetTimeout(ctx, tv);
+    struct timeval tv = to_timeval(left);
+    c->ctx = b->url.socket ? redisConnectUnixWithTimeout(b->url.socket, tv)
+                           : redisConnectWithTimeout(b->url.host, b->url.port, tv);
+    c->armed_us = 0;
+    if (!c->ctx || c->ctx->err) {
+        fail(error, SLUICE_ERROR_BACKEND, b, "connect",
+             !c->ctx ? "out of memory"
+             : c->ctx->err == REDIS_ERR_IO && (errno == EINPROGRESS || errno == ETIMEDOUT)
+                 ? "timed out"
+                 : c->ctx->errstr);
+        if (c->ctx)
+            drop_connection(c);
+        return FALSE;
+    }
     if (!b->url.socket)
-        redisEnableKeepAlive(ctx);
+        redisEnableKeepAlive(c->ctx);
     if (b->url.password) {
         const char *with_user[] = {"AUTH", b->url.user, b->url.password};
         const char *password_only[] = {"AUTH", b->url.password};
-        gboolean ok = b->url.user ? command(b, ctx, SLUICE_ERROR_AUTH, error, 3, with_user)
-                                  : command(b, ctx, SLUICE_ERROR_AUTH, error, 2, password_only);
-        if (!ok) {
-            redisFree(ctx);
-            return NULL;
-        }
+        gboolean ok = b->url.user
+                          ? command(b, c, deadline, SLUICE_ERROR_AUTH, error, 3, with_user)
+                          : command(b, c, deadline, SLUICE_ERROR_AUTH, error, 2, password_only);
+        if (!ok)
+            goto err;
     }
     const char *ping[] = {"PING"}; /* NOAUTH here: a password is needed and missing */
-    if (probe && !command(b, ctx, SLUICE_ERROR_AUTH, error, 1, ping)) {
-        redisFree(ctx);
-        return NULL;
-    }
+    if (probe && !command(b, c, deadline, SLUICE_ERROR_AUTH, error, 1, ping))
+        goto err;
     if (b->url.db != 0) {
         g_autofree char *db = g_strdup_printf("%d", b->url.db);
         const char *select[] = {"SELECT", db};
-        if (!command(b, ctx, SLUICE_ERROR_BACKEND, error, 2, select)) {
-            redisFree(ctx);
-            return NULL;
-        }
+        if (!command(b, c, deadline, SLUICE_ERROR_BACKEND, error, 2, select))
+            goto err;
     }
-    return ctx;
+    return TRUE;
+err:
+    if (c->ctx)
+        drop_connection(c);
+    return FALSE;
 }
 
-/* This thread's connection to b, connecting when needed; NULL and *error when not. */
-static connection *connection_for(const redis_backend *b, gboolean probe, GError **error)
+/* This thread's connection to b, connecting before deadline when needed; NULL and
+ * *error when not. */
+static connection *connection_for(const redis_backend *b, gint64 deadline, gboolean probe,
+                                  GError **error)
 {
     connection *c = g_private_get(&thread_connection);
     if (!c) {
@@ -148,20 +243,14 @@ static connection *connection_for(const redis_backend *b, gboolean probe, GError
         redisFree(c->ctx); /* another backend's, or the parent's socket after fork() */
         c->ctx = NULL;
     }
+    c->reused = c->ctx != NULL;
     if (!c->ctx) {
-        c->ctx = connect_to(b, probe, error);
-        if (!c->ctx)
+        if (!connect_to(b, c, deadline, probe, error))
             return NULL;
         c->pid = getpid();
         c->generation = b->generation;
     }
     return c;
-}
-
-static void drop_connection(connection *c)
-{
-    redisFree(c->ctx);
-    c->ctx = NULL;
 }
 
 /* The Redis key of a limit and caller: PREFIX{LEN:NAME:KEY}, one hash tag so that
@@ -172,10 +261,12 @@ static char *state_key(const redis_backend *b, const char *name, const char *key
     return g_strdup_printf("%s{%zu:%s:%s}", b->prefix, strlen(name), name, key ? key : "");
 }
 
-/* Runs the script of rule; the reply array on success. */
-static redisReply *run_script(redis_backend *b, connection *c, const sluice__rule *rule,
-                              const char *k1, const char *k2, const char *op, gint64 permits,
-                              gint64 reserve_us, GError **error)
+/* Runs the script of rule before deadline; the reply array on success, else NULL
+ * and *error, with *lost TRUE when the server closed the connection. */
+static redisReply *run_script(redis_backend *b, connection *c, gint64 deadline,
+                              const sluice__rule *rule, const char *k1, const char *k2,
+                              const char *op, gint64 permits, gint64 reserve_us, gboolean *lost,
+                              GError **error)
 {
     char args[7][24];
     g_snprintf(args[0], 24, "%" G_GINT64_FORMAT, rule->limit);
@@ -196,22 +287,23 @@ static redisReply *run_script(redis_backend *b, connection *c, const sluice__rul
                           args[4],   args[5],
                           args[6]};
 
+    *lost = FALSE;
     for (int attempt = 0; attempt < 2; attempt++) {
-        redisReply *reply = redisCommandArgv(c->ctx, G_N_ELEMENTS(argv), argv, NULL);
-        if (!reply) {
-            fail(error, SLUICE_ERROR_BACKEND, b, "EVALSHA", io_reason(c->ctx));
+        redisReply *reply;
+        outcome o = exchange(c, deadline, G_N_ELEMENTS(argv), argv, &reply);
+        if (o != SENT) {
+            fail(error, SLUICE_ERROR_BACKEND, b, argv[0], outcome_reason(o, c->ctx));
+            *lost = o == LOST;
             drop_connection(c);
             return NULL;
         }
         if (reply->type == REDIS_REPLY_ERROR && g_str_has_prefix(reply->str, "NOSCRIPT") &&
             attempt == 0) {
+            /* a flushed script cache or a new server: EVAL runs the script and
+             * caches it again, in one round trip */
             freeReplyObject(reply);
-            const char *load[] = {"SCRIPT", "LOAD", sluice__lua_scripts[rule->algorithm]};
-            if (!command(b, c->ctx, SLUICE_ERROR_BACKEND, error, 3, load)) {
-                if (c->ctx->err)
-                    drop_connection(c);
-                return NULL;
-            }
+            argv[0] = "EVAL";
+            argv[1] = sluice__lua_scripts[rule->algorithm];
             continue;
         }
         if (reply->type == REDIS_REPLY_ERROR) {
@@ -236,27 +328,38 @@ static redisReply *run_script(redis_backend *b, connection *c, const sluice__rul
     g_assert_not_reached();
 }
 
-/* One script call with the breaker around it; fills v when it succeeded. */
+/* One script call with the breaker around it, within the backend's timeout in
+ * all (connect, AUTH, SELECT, EVALSHA, EVAL after NOSCRIPT); fills v when it
+ * succeeded. A connection made before this call that the server has closed
+ * (restarted, CLIENT KILL, idle timeout) is replaced once, within the same time. */
 static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__rule *rule,
                      const char *key, const char *op, gint64 permits, gint64 reserve_us,
                      sluice__verdict *v, GError **error)
 {
     GError *failure = NULL;
-    if (!sluice__breaker_allow(&b->breaker)) {
+    gboolean trial;
+    if (!sluice__breaker_allow(&b->breaker, &trial)) {
         g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
                     "%s: not answering; next try in %" G_GINT64_FORMAT " ms", b->what,
                     sluice__breaker_retry_ms(&b->breaker));
         return FALSE;
     }
-    connection *c = connection_for(b, FALSE, &failure);
+    gint64 deadline = g_get_monotonic_time() + b->timeout_us;
+    g_autofree char *k1 = state_key(b, limiter->name, key);
+    g_autofree char *k2 = g_strconcat(k1, ":seq", NULL);
     redisReply *reply = NULL;
-    if (c) {
-        g_autofree char *k1 = state_key(b, limiter->name, key);
-        g_autofree char *k2 = g_strconcat(k1, ":seq", NULL);
-        reply = run_script(b, c, rule, k1, k2, op, permits, reserve_us, &failure);
+    for (int attempt = 0; !reply && attempt < 2; attempt++) {
+        g_clear_error(&failure);
+        connection *c = connection_for(b, deadline, FALSE, &failure);
+        gboolean lost = FALSE, reused = c && c->reused;
+        if (c)
+            reply =
+                run_script(b, c, deadline, rule, k1, k2, op, permits, reserve_us, &lost, &failure);
+        if (!(lost && reused))
+            break;
     }
     if (!reply) {
-        sluice__breaker_failure(&b->breaker, failure->message);
+        sluice__breaker_failure(&b->breaker, trial, failure->message);
         g_propagate_error(error, failure);
         return FALSE;
     }
@@ -299,15 +402,15 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
 {
     redis_backend *b = (redis_backend *)backend;
     GError *failure = NULL;
-    connection *c = connection_for(b, FALSE, &failure);
+    gint64 deadline = g_get_monotonic_time() + b->timeout_us;
+    connection *c = connection_for(b, deadline, FALSE, &failure);
     if (c) {
         g_autofree char *k1 = state_key(b, limiter->name, key);
         g_autofree char *k2 = g_strconcat(k1, ":seq", NULL);
         const char *del[] = {"DEL", k1, k2};
-        if (command(b, c->ctx, SLUICE_ERROR_BACKEND, &failure, 3, del))
+        if (command(b, c, deadline, SLUICE_ERROR_BACKEND, &failure, 3, del))
             return TRUE;
-        if (c->ctx->err)
-            drop_connection(c);
+        /* command() dropped the connection if it broke */
     }
     g_propagate_error(error, failure);
     return FALSE;
@@ -360,7 +463,7 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
 
     /* connect now: bad credentials stop init, an absent server does not */
     GError *failure = NULL;
-    if (!connection_for(b, TRUE, &failure)) {
+    if (!connection_for(b, g_get_monotonic_time() + b->timeout_us, TRUE, &failure)) {
         if (g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH)) {
             g_propagate_error(error, failure);
             redis_free(&b->base);
