@@ -3,14 +3,20 @@
  * Each thread has its own hiredis connection (so threads never queue behind each
  * other's round trips), made on first use and made again after an I/O error, in
  * a forked child, or for a new backend. A decision is one EVALSHA of the rule's
- * script; NOSCRIPT loads the script and retries once. Times come from Redis TIME
+ * script; NOSCRIPT runs it once more with EVAL, which caches it again. A call,
+ * with its connect, AUTH and SELECT, ends by one deadline: the socket is
+ * non-blocking and every wait is a poll() of what is left. Times come from Redis TIME
  * inside the script, except under the test clock (sluice_testing_set_clock),
  * whose time is passed as the scripts' override. A breaker stops calling a dead
  * server for a growing pause so that on_error answers at once meanwhile. */
+#define _GNU_SOURCE /* ppoll */
 #include "backend_redis.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -37,11 +43,10 @@ typedef struct {
 
 /* One thread's connection. */
 typedef struct {
-    redisContext *ctx;
+    redisContext *ctx; /* its socket is non-blocking: every wait is a poll() */
     pid_t pid;
     guint generation;
-    gint64 armed_us; /* the socket timeout now set on ctx, µs (0: none yet)   */
-    gboolean reused; /* ctx was made before the current call                  */
+    gboolean reused; /* ctx was made before the current call */
 } connection;
 
 static void connection_free(gpointer p)
@@ -54,11 +59,6 @@ static void connection_free(gpointer p)
 
 static GPrivate thread_connection = G_PRIVATE_INIT(connection_free);
 static guint generations; /* atomic */
-
-/* How far the socket timeout may be from what a step has left before it is set
- * again: a step ends at most this much after the call's deadline, and a call
- * that nothing slowed down makes no setsockopt() at all. */
-#define ARM_SLACK_US 1000
 
 static struct timeval to_timeval(gint64 us)
 {
@@ -97,51 +97,71 @@ static const char *outcome_reason(outcome o, const redisContext *ctx)
     }
 }
 
-/* Sets c's socket timeouts to what is left before deadline (µs, monotonic);
- * FALSE when nothing is left. */
-static gboolean arm(connection *c, gint64 deadline)
+/* Waits until c's socket is ready for `events` or deadline (µs, monotonic) has
+ * passed; FALSE when it has. poll() keeps to the microsecond, where socket
+ * timeouts (SO_RCVTIMEO) round up to the kernel's tick. */
+static gboolean ready(const connection *c, short events, gint64 deadline)
 {
-    gint64 left = deadline - g_get_monotonic_time();
-    if (left <= 0)
-        return FALSE;
-    if (ABS(left - c->armed_us) > ARM_SLACK_US) {
-        if (redisSetTimeout(c->ctx, to_timeval(left)) != REDIS_OK)
+    for (;;) {
+        gint64 left = deadline - g_get_monotonic_time();
+        if (left <= 0)
             return FALSE;
-        c->armed_us = left;
+        struct pollfd p = {.fd = c->ctx->fd, .events = events};
+        struct timespec ts = {.tv_sec = left / 1000000, .tv_nsec = left % 1000000 * 1000};
+        int n = ppoll(&p, 1, &ts, NULL);
+        if (n > 0)
+            return TRUE; /* ready, or an error or hang-up that the next I/O reports */
+        if (n < 0 && errno != EINTR)
+            return TRUE;
     }
-    return TRUE;
 }
 
-/* The outcome of an I/O failure of c that errno (saved right after it) explains. */
+/* The outcome of a failed read or write of c, errno saved right after it. */
 static outcome io_failure(const connection *c, int saved_errno)
 {
-    if (c->ctx->err == REDIS_ERR_EOF)
-        return LOST;
-    if (c->ctx->err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK))
-        return TIMED_OUT; /* SO_RCVTIMEO / SO_SNDTIMEO ran out */
-    if (c->ctx->err == REDIS_ERR_IO && (saved_errno == ECONNRESET || saved_errno == EPIPE))
+    if (c->ctx->err == REDIS_ERR_EOF || saved_errno == ECONNRESET || saved_errno == EPIPE)
         return LOST;
     return BROKEN;
 }
 
-/* Sends one command on c and reads its reply, each step bounded by what is left
- * before deadline. SENT with *reply, or why not: then the connection is dropped
- * (a reply may still be on its way; the next command must not read it). */
+/* Sends a command (send() with MSG_NOSIGNAL: a closed connection is an error,
+ * never a SIGPIPE) before deadline. */
+static outcome send_all(connection *c, gint64 deadline, const char *data, gsize len)
+{
+    while (len > 0) {
+        ssize_t n = send(c->ctx->fd, data, len, MSG_NOSIGNAL);
+        if (n > 0) {
+            data += n;
+            len -= (gsize)n;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            if (!ready(c, POLLOUT, deadline))
+                return TIMED_OUT;
+        } else {
+            int saved = errno;
+            g_strlcpy(c->ctx->errstr, g_strerror(saved), sizeof c->ctx->errstr);
+            return io_failure(c, saved);
+        }
+    }
+    return SENT;
+}
+
+/* Sends one command on c and reads its reply, waiting no later than deadline.
+ * SENT with *reply, or why not: then the caller drops the connection (a reply
+ * may still be on its way; the next command must not read it). */
 static outcome exchange(connection *c, gint64 deadline, int argc, const char **argv,
                         redisReply **reply)
 {
+    char *cmd = NULL;
     void *r = NULL;
-    int done = 0;
 
     *reply = NULL;
-    if (redisAppendCommandArgv(c->ctx, argc, argv, NULL) != REDIS_OK)
+    int len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
+    if (len < 0)
         return BROKEN;
-    while (!done) {
-        if (!arm(c, deadline))
-            return TIMED_OUT;
-        if (redisBufferWrite(c->ctx, &done) != REDIS_OK)
-            return io_failure(c, errno);
-    }
+    outcome o = send_all(c, deadline, cmd, (gsize)len);
+    redisFreeCommand(cmd);
+    if (o != SENT)
+        return o;
     for (;;) {
         if (redisGetReplyFromReader(c->ctx, &r) != REDIS_OK)
             return BROKEN;
@@ -149,9 +169,9 @@ static outcome exchange(connection *c, gint64 deadline, int argc, const char **a
             *reply = r;
             return SENT;
         }
-        if (!arm(c, deadline))
+        if (!ready(c, POLLIN, deadline))
             return TIMED_OUT;
-        if (redisBufferRead(c->ctx) != REDIS_OK)
+        if (redisBufferRead(c->ctx) != REDIS_OK) /* EAGAIN: nothing yet, not an error */
             return io_failure(c, errno);
     }
 }
@@ -191,7 +211,6 @@ static gboolean connect_to(const redis_backend *b, connection *c, gint64 deadlin
     struct timeval tv = to_timeval(left);
     c->ctx = b->url.socket ? redisConnectUnixWithTimeout(b->url.socket, tv)
                            : redisConnectWithTimeout(b->url.host, b->url.port, tv);
-    c->armed_us = 0;
     if (!c->ctx || c->ctx->err) {
         fail(error, SLUICE_ERROR_BACKEND, b, "connect",
              !c->ctx ? "out of memory"
@@ -204,6 +223,13 @@ static gboolean connect_to(const redis_backend *b, connection *c, gint64 deadlin
     }
     if (!b->url.socket)
         redisEnableKeepAlive(c->ctx);
+    /* from now on hiredis only parses: sluice sends and polls itself */
+    int flags = fcntl(c->ctx->fd, F_GETFL);
+    if (flags < 0 || fcntl(c->ctx->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        fail(error, SLUICE_ERROR_BACKEND, b, "connect", g_strerror(errno));
+        goto err;
+    }
+    c->ctx->flags &= ~REDIS_BLOCK;
     if (b->url.password) {
         const char *with_user[] = {"AUTH", b->url.user, b->url.password};
         const char *password_only[] = {"AUTH", b->url.password};
@@ -339,9 +365,7 @@ static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__r
     GError *failure = NULL;
     gboolean trial;
     if (!sluice__breaker_allow(&b->breaker, &trial)) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
-                    "%s: not answering; next try in %" G_GINT64_FORMAT " ms", b->what,
-                    sluice__breaker_retry_ms(&b->breaker));
+        sluice__breaker_refuse(&b->breaker, error);
         return FALSE;
     }
     gint64 deadline = g_get_monotonic_time() + b->timeout_us;

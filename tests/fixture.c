@@ -1,6 +1,7 @@
 /* What the check suites share: keyfiles in temporary files and an injected clock. */
 #include "fixture.h"
 
+#include <fcntl.h>
 #include <glib/gstdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -70,6 +71,7 @@ char *fixture_contents(const char *contents)
 void fixture_init(const char *contents)
 {
     if (redis) {
+        test_redis_resume(redis); /* a test that failed while it was paused */
         redisReply *r = test_redis_command(redis, "FLUSHALL");
         ck_assert_ptr_nonnull(r);
         freeReplyObject(r);
@@ -107,6 +109,46 @@ gint64 fixture_clock_now(void)
 guint fixture_clock_sleeps(void)
 {
     return sleeps;
+}
+
+static void close_fd(gpointer p)
+{
+    close(GPOINTER_TO_INT(p) - 1);
+}
+
+static GPrivate schedstat_fd = G_PRIVATE_INIT(close_fd); /* fd + 1; 0: not open */
+
+static gint64 read_cpu_wait_us(void)
+{
+    int fd = GPOINTER_TO_INT(g_private_get(&schedstat_fd)) - 1;
+    if (fd < 0) {
+        fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return 0;
+        g_private_set(&schedstat_fd, GINT_TO_POINTER(fd + 1));
+    }
+    char text[128];
+    ssize_t n = pread(fd, text, sizeof text - 1, 0); /* "run_ns wait_ns slices\n" */
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    char *rest;
+    g_ascii_strtoll(text, &rest, 10);
+    return g_ascii_strtoll(rest, NULL, 10) / 1000;
+}
+
+void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us)
+{
+    /* a preemption (most likely as a system call returns) between reading the
+     * clock and the wait would count on one side only: read until none did */
+    gint64 before = read_cpu_wait_us(), after;
+    for (int i = 0; i < 100; i++, before = after) {
+        *now_us = g_get_monotonic_time();
+        after = read_cpu_wait_us();
+        if (after == before)
+            break;
+    }
+    *cpu_wait_us = after;
 }
 
 int fixture_run(Suite *suite)

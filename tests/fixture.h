@@ -34,6 +34,13 @@ gint64 fixture_clock_now(void);
 /* How many times a waiting caller slept on the fake clock, and until when last. */
 guint fixture_clock_sleeps(void);
 
+/* The monotonic time (µs) and how long this thread has waited for a CPU while it
+ * was runnable (µs, the run-queue delay of /proc/thread-self/schedstat; 0 where
+ * the kernel does not say), read together: no wait falls between the two. A time
+ * bound measured on a loaded machine subtracts the wait: the library did not
+ * wait then, the scheduler did. */
+void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us);
+
 /* Runs a suite and returns the process exit status (0: every test passed). */
 int fixture_run(Suite *suite);
 

@@ -124,15 +124,19 @@ test_redis *test_redis_start(const char *const *extra)
 
 static void end(test_redis *redis)
 {
+    if (redis->pid == 0)
+        return;                /* killed already, and reaped */
     kill(redis->pid, SIGCONT); /* in case it was paused */
     kill(redis->pid, SIGTERM);
-    for (int i = 0; i < 500 && !exited(redis->pid); i++)
+    gboolean gone = FALSE; /* reaped: its pid is no longer ours to signal */
+    for (int i = 0; i < 500 && !(gone = exited(redis->pid)); i++)
         g_usleep(10000);
-    if (kill(redis->pid, 0) == 0) {
+    if (!gone) {
         kill(redis->pid, SIGKILL);
         waitpid(redis->pid, NULL, 0);
     }
     g_spawn_close_pid(redis->pid);
+    redis->pid = 0;
 }
 
 void test_redis_stop(test_redis *redis)
@@ -154,12 +158,24 @@ void test_redis_stop(test_redis *redis)
 
 void test_redis_pause(test_redis *redis)
 {
-    kill(redis->pid, SIGSTOP);
+    if (redis->pid > 0) /* never kill(0, ...): that is the whole process group */
+        kill(redis->pid, SIGSTOP);
 }
 
 void test_redis_resume(test_redis *redis)
 {
-    kill(redis->pid, SIGCONT);
+    if (redis->pid > 0)
+        kill(redis->pid, SIGCONT);
+}
+
+void test_redis_kill(test_redis *redis)
+{
+    if (redis->pid == 0)
+        return;
+    kill(redis->pid, SIGKILL);
+    waitpid(redis->pid, NULL, 0);
+    g_spawn_close_pid(redis->pid);
+    redis->pid = 0;
 }
 
 void test_redis_restart(test_redis *redis)

@@ -21,8 +21,11 @@ void test_redis_stop(test_redis *redis);
 /* SIGSTOP / SIGCONT: a server that hangs, and comes back. */
 void test_redis_pause(test_redis *redis);
 void test_redis_resume(test_redis *redis);
-/* Kills it and starts it again on the same port. Only the process that started
- * it can (it must reap it): start a server inside the test for this. */
+/* SIGKILL, as a crash: gone at once, its connections reset. Only the process that
+ * started it can (it reaps it); test_redis_restart brings it back. */
+void test_redis_kill(test_redis *redis);
+/* Kills it (unless killed already) and starts it again on the same port. Only the process that
+ * started it can (it must reap it): start a server inside the test for this. */
 void test_redis_restart(test_redis *redis);
 
 /* redis://127.0.0.1:PORT/0 (g_free it). */
