@@ -266,9 +266,14 @@ void sluice_acquire_async(const char *name, const char *key, gint64 permits,
 
 int sluice_acquire_finish(GAsyncResult *result, sluice_decision *out, GError **error)
 {
-    g_return_val_if_fail(g_task_is_valid(result, NULL), SLUICE_ERROR);
-    g_return_val_if_fail(g_task_get_source_tag(G_TASK(result)) == sluice_acquire_async,
-                         SLUICE_ERROR);
+    if (!result || !g_task_is_valid(result, NULL) ||
+        g_task_get_source_tag(G_TASK(result)) != sluice_acquire_async) {
+        if (out)
+            *out = (sluice_decision){FALSE, 0, 0, -1, 0};
+        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
+                            "result is not the GAsyncResult of sluice_acquire_async");
+        return SLUICE_ERROR;
+    }
     request *r = g_task_get_task_data(G_TASK(result));
     GError *failure = NULL;
     gssize code = g_task_propagate_int(G_TASK(result), &failure);

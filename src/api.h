@@ -13,4 +13,8 @@
 gboolean sluice__find(const char *name, const char *key, gint64 permits, sluice__limiter **limiter,
                       GError **error);
 
+/* TRUE when name can be a limit's: not NULL, 1 to SLUICE__MAX_NAME_BYTES bytes
+ * of UTF-8; else FALSE with *error (SLUICE_ERROR_INVALID_ARGUMENT). */
+gboolean sluice__check_name(const char *name, GError **error);
+
 #endif

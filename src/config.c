@@ -5,7 +5,9 @@
 #include "config.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
+#include <glib/gstdio.h>
 #include <sluice/error.h>
 
 #include "redis_url.h"
@@ -54,19 +56,38 @@ static gsize key_position(reader *r, const char *key)
     return key ? G_MAXSIZE : 0; /* a missing key: after the group's keys */
 }
 
-/* Records "PATH: [GROUP] KEY = VALUE: WHY"; names that are not UTF-8 are shown
- * with U+FFFD so that the message itself is valid UTF-8. */
+/* Most bytes of a name or value that a message repeats. */
+#define SHOWN_BYTES 80
+
+/* text as a message shows it: bytes that are not UTF-8 as U+FFFD, and cut after
+ * SHOWN_BYTES (on a character boundary) with "…", so that a 10 MB value makes a
+ * short message. */
+static char *shown(const char *text)
+{
+    gsize n = strnlen(text, SHOWN_BYTES + 1);
+    char *valid = g_utf8_make_valid(text, MIN(n, SHOWN_BYTES));
+    if (n <= SHOWN_BYTES)
+        return valid;
+    char *cut = g_strconcat(valid, "…", NULL);
+    g_free(valid);
+    return cut;
+}
+
+/* Records "PATH: [GROUP] KEY = VALUE: WHY", names and values as shown() shows
+ * them, so that the message itself is valid UTF-8 and short. */
 static void problem(reader *r, const char *key, const char *value, const char *why)
 {
-    g_autofree char *group = g_utf8_make_valid(r->group, -1);
+    g_autofree char *group = shown(r->group);
     GString *text = g_string_new(NULL);
     g_string_append_printf(text, "%s: [%s]", r->path, group);
     if (key) {
-        g_autofree char *k = g_utf8_make_valid(key, -1);
+        g_autofree char *k = shown(key);
         g_string_append_printf(text, " %s", k);
     }
-    if (value)
-        g_string_append_printf(text, " = %s", value);
+    if (value) {
+        g_autofree char *v = shown(value);
+        g_string_append_printf(text, " = %s", v);
+    }
     g_string_append_printf(text, ": %s", why);
     found f = {r->group_at, key_position(r, key), r->problems->len, g_string_free(text, FALSE)};
     g_array_append_val(r->problems, f);
@@ -258,6 +279,15 @@ static void check_rule(reader *r, const sluice__rule *rule)
         g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->limit);
         report(r, "limit", v, why);
     }
+    if ((rule->algorithm == SLUICE__SLIDING_LOG || rule->algorithm == SLUICE__CONCURRENCY) &&
+        rule->limit > SLUICE__MAX_LOGGED_PERMITS) {
+        why = g_strdup_printf("too large for %s, which keeps one entry per permit (on Redis, a "
+                              "call for all of them writes as many); at most %" G_GINT64_FORMAT
+                              "; sliding_window or token_bucket keep O(1) state",
+                              sluice__algorithm_name(rule->algorithm), SLUICE__MAX_LOGGED_PERMITS);
+        g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->limit);
+        report(r, "limit", v, why);
+    }
     if (rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA) {
         g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->limit);
         g_autofree char *b = g_strdup_printf("%" G_GINT64_FORMAT, rule->burst);
@@ -296,6 +326,8 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     check_keys(r, limit_keys);
     if (*name == '\0')
         problem(r, NULL, NULL, "the limit has no name; expected [limit:NAME]");
+    else if (strlen(name) > SLUICE__MAX_NAME_BYTES)
+        problem(r, NULL, NULL, "the limit name is longer than 1024 bytes");
     else if (!g_utf8_validate(name, -1, NULL))
         problem(r, NULL, NULL, "the limit name is not valid UTF-8");
 
@@ -354,7 +386,8 @@ sluice__config *sluice__config_parse(const char *data, gsize length, const char 
     g_autoptr(GError) local = NULL;
     g_auto(GStrv) groups = NULL;
     g_autoptr(GArray) problems = g_array_new(FALSE, FALSE, sizeof(found));
-    reader r = {path, keyfile, NULL, 0, NULL, problems};
+    g_autofree char *display = g_filename_display_name(path); /* valid UTF-8 */
+    reader r = {display, keyfile, NULL, 0, NULL, problems};
 
     g_array_set_clear_func(problems, found_clear);
     c->path = g_strdup(path);
@@ -392,7 +425,13 @@ sluice__config *sluice__config_load(const char *path, GError **error)
     g_autofree char *data = NULL;
     gsize length = 0;
     g_autoptr(GError) local = NULL;
+    GStatBuf st;
 
+    if (g_stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a directory, /dev/zero */
+        g_autofree char *name = g_filename_display_name(path);
+        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_IO, "%s: not a regular file", name);
+        return NULL;
+    }
     if (!g_file_get_contents(path, &data, &length, &local)) {
         g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_IO, "%s", local->message);
         return NULL;

@@ -14,6 +14,7 @@
 
 #include <sluice/macros.h>
 
+#include "api.h"
 #include "backend_memory.h"
 
 static sluice_descriptor *descriptors; /* the list; pushed atomically         */
@@ -94,15 +95,15 @@ static void publish(void)
 
 static gboolean valid_name(const char *name)
 {
-    return name && *name && g_utf8_validate(name, -1, NULL);
+    return sluice__check_name(name, NULL);
 }
 
 /* With the write lock held: binds one descriptor, and says so when it has no rule. */
 static void bind_one(sluice_descriptor *d)
 {
     if (!valid_name(d->name)) {
-        g_warning("%s:%d: %s: the limit name is empty or not UTF-8; the function is not "
-                  "limited",
+        g_warning("%s:%d: %s: the limit name is empty, too long or not UTF-8; the function "
+                  "is not limited",
                   d->file, d->line, d->function);
         return;
     }
@@ -115,7 +116,7 @@ static void bind_one(sluice_descriptor *d)
 
 void sluice__register(sluice_descriptor *descriptor)
 {
-    if (!g_atomic_int_compare_and_exchange(&descriptor->priv_registered, 0, 1))
+    if (!descriptor || !g_atomic_int_compare_and_exchange(&descriptor->priv_registered, 0, 1))
         return;
     sluice_descriptor *head;
     do {
@@ -221,7 +222,8 @@ gsize sluice__registry_memory_keys(const char *name)
 
 void sluice_descriptors_foreach(sluice_descriptor_func fn, gpointer user_data)
 {
-    g_return_if_fail(fn != NULL);
+    if (!fn)
+        return;
     g_rw_lock_reader_lock(&lock);
     for (sluice_descriptor *d = g_atomic_pointer_get(&descriptors); d; d = d->priv_next) {
         sluice__limiter *limiter =

@@ -2,6 +2,7 @@
 #include <sluice/sluice.h>
 #include <sluice/testing.h>
 
+#include <limits.h>
 #include <string.h>
 
 #include "backend_memory.h"
@@ -11,10 +12,8 @@
 #include "engine.h"
 #include "registry.h"
 #include "stats.h"
+#include "value.h"
 #include "watch.h"
-
-/* Largest key accepted, in bytes. */
-#define MAX_KEY_BYTES (64 * 1024)
 
 static GMutex lifecycle; /* init, reload, shutdown; guards what follows */
 static sluice__config *config;
@@ -86,9 +85,15 @@ static gboolean apply(sluice__config *fresh, const sluice__file_stamp *stamp, GE
 gboolean sluice_init(const char *config_path, GError **error)
 {
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    if (config_path && (!*config_path || strnlen(config_path, PATH_MAX) == PATH_MAX)) {
+        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
+                            *config_path ? "config_path is longer than PATH_MAX"
+                                         : "config_path is empty; expected a keyfile, or NULL");
+        return FALSE;
+    }
     const char *path = config_path ? config_path : g_getenv("SLUICE_CONFIG");
     if (path && *path == '\0')
-        path = NULL;
+        path = NULL; /* SLUICE_CONFIG set but empty: the defaults */
     sluice__file_stamp stamp;
     sluice__config *fresh = load(path, &stamp, error);
     if (!fresh)
@@ -169,13 +174,16 @@ static gboolean invalid(GError **error, const char *what)
     return FALSE;
 }
 
-static gboolean check_name(const char *name, GError **error)
+gboolean sluice__check_name(const char *name, GError **error)
 {
     if (!name)
         return invalid(error, "name is NULL; expected the name of a limit");
-    if (*name == '\0')
+    gsize n = strnlen(name, SLUICE__MAX_NAME_BYTES + 1);
+    if (n == 0)
         return invalid(error, "name is empty; expected the name of a limit");
-    if (!g_utf8_validate(name, -1, NULL))
+    if (n > SLUICE__MAX_NAME_BYTES)
+        return invalid(error, "name is longer than 1024 bytes");
+    if (!g_utf8_validate(name, n, NULL))
         return invalid(error, "name is not valid UTF-8");
     return TRUE;
 }
@@ -184,10 +192,10 @@ static gboolean check_key(const char *key, GError **error)
 {
     if (!key)
         return TRUE;
-    gsize n = strnlen(key, MAX_KEY_BYTES + 1);
+    gsize n = strnlen(key, SLUICE__MAX_KEY_BYTES + 1);
     if (n == 0)
         return invalid(error, "key is empty; expected NULL for no key, or a string");
-    if (n > MAX_KEY_BYTES)
+    if (n > SLUICE__MAX_KEY_BYTES)
         return invalid(error, "key is longer than 65536 bytes");
     if (!g_utf8_validate(key, n, NULL))
         return invalid(error, "key is not valid UTF-8");
@@ -198,7 +206,7 @@ gboolean sluice__find(const char *name, const char *key, gint64 permits, sluice_
                       GError **error)
 {
     *limiter = name && *name ? sluice__registry_find(name) : NULL;
-    if (!*limiter && !check_name(name, error))
+    if (!*limiter && !sluice__check_name(name, error))
         return FALSE;
     if (permits < 0)
         return invalid(error, "permits is negative; expected 0 (a peek) or more");
@@ -233,10 +241,11 @@ int sluice_acquire(const char *name, const char *key, gint64 permits, sluice_dec
 int sluice_acquire_wait(const char *name, const char *key, gint64 permits, gint64 timeout_ms,
                         sluice_decision *out, GError **error)
 {
-    if (timeout_ms < 0 || timeout_ms > G_MAXINT64 / 1000 / 4) {
+    if (timeout_ms < 0 || timeout_ms > SLUICE__MAX_DURATION_US / 1000) {
         if (out)
             *out = (sluice_decision){FALSE, 0, 0, -1, 0};
-        invalid(error, "timeout_ms is negative or too large");
+        invalid(error, timeout_ms < 0 ? "timeout_ms is negative; expected 0 or more"
+                                      : "timeout_ms is too large; at most 3153600000000 (36500d)");
         return SLUICE_ERROR;
     }
     return acquire(name, key, permits, timeout_ms * 1000, out, error);
@@ -244,9 +253,12 @@ int sluice_acquire_wait(const char *name, const char *key, gint64 permits, gint6
 
 void sluice_release(const char *name, const char *key, gint64 permits)
 {
-    g_return_if_fail(name != NULL);
-    g_return_if_fail(permits >= 0);
-    sluice__limiter *limiter = sluice__registry_find(name);
+    g_autoptr(GError) error = NULL;
+    sluice__limiter *limiter;
+    if (!sluice__find(name, key, permits, &limiter, &error)) {
+        g_debug("sluice_release ignored: %s", error->message);
+        return;
+    }
     if (limiter)
         sluice__engine_give_back(limiter, key, permits);
 }
@@ -256,6 +268,14 @@ void sluice_release(const char *name, const char *key, gint64 permits)
 int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *lease,
                   sluice_decision *verdict, GError **error)
 {
+    if (G_UNLIKELY(!descriptor || !lease || (error && !verdict))) {
+        if (verdict)
+            *verdict = (sluice_decision){FALSE, 0, 0, -1, 0};
+        if (!error)
+            return SLUICE__DEGRADE;
+        invalid(error, "descriptor, lease or verdict is NULL; expected the macros' own");
+        return SLUICE__FAILED;
+    }
     sluice__limiter *limiter = sluice__registry_limiter_of(descriptor);
     if (G_UNLIKELY(!limiter) && !(limiter = sluice__registry_bind(descriptor)))
         return SLUICE__RUN; /* not initialized: no rules */
@@ -303,7 +323,7 @@ int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *
 
 void sluice__leave(sluice_lease *lease)
 {
-    if (G_LIKELY(lease->priv_permits == 0))
+    if (G_LIKELY(!lease || lease->priv_permits == 0))
         return;
     sluice__engine_give_back(lease->priv_limiter, lease->priv_key, lease->priv_permits);
     lease->priv_permits = 0;
@@ -311,6 +331,5 @@ void sluice__leave(sluice_lease *lease)
 
 gsize sluice_testing_memory_keys(const char *name)
 {
-    g_return_val_if_fail(name != NULL, 0);
-    return sluice__registry_memory_keys(name);
+    return sluice__check_name(name, NULL) ? sluice__registry_memory_keys(name) : 0;
 }

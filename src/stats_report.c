@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "api.h"
 #include "registry.h"
 #include "stats.h"
 
@@ -13,11 +14,8 @@ gboolean sluice_stats_get(const char *name, sluice_stats *out, GError **error)
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
     if (out)
         memset(out, 0, sizeof *out);
-    if (!name || !*name || !g_utf8_validate(name, -1, NULL)) {
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
-                            "name is NULL, empty or not UTF-8; expected the name of a limit");
+    if (!sluice__check_name(name, error))
         return FALSE;
-    }
     if (!out) {
         g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
                             "out is NULL; expected where to write the stats");
@@ -38,10 +36,11 @@ gboolean sluice_stats_get(const char *name, sluice_stats *out, GError **error)
 
 void sluice_descriptor_stats(const sluice_descriptor *descriptor, sluice_stats *out)
 {
-    g_return_if_fail(out != NULL);
+    if (!out)
+        return;
     memset(out, 0, sizeof *out);
-    g_return_if_fail(descriptor != NULL);
-    sluice__stats_read(&descriptor->priv_stats, out);
+    if (descriptor)
+        sluice__stats_read(&descriptor->priv_stats, out);
 }
 
 /* ---- the Prometheus text format ------------------------------------------------ */

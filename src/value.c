@@ -115,7 +115,9 @@ gboolean sluice__parse_duration(const char *text, gint64 min_us, gint64 max_us, 
         *out_us = v;
         return TRUE;
     }
-    *why = g_strdup_printf("unknown unit \"%s\"; expected ms, s, m, h or d", unit);
+    g_autofree char *shown = g_utf8_make_valid(unit, strnlen(unit, 20)); /* 10 MB of units */
+    *why = g_strdup_printf("unknown unit \"%s%s\"; expected ms, s, m, h or d", shown,
+                           strlen(unit) > 20 ? "…" : "");
     return FALSE;
 }
 

@@ -9,6 +9,14 @@
 #define SLUICE__MAX_DURATION_US (G_GINT64_CONSTANT(36500) * 86400 * 1000000)
 /* The largest limit or burst: 2^50, so that sums of permits stay exact in Lua. */
 #define SLUICE__MAX_PERMITS (G_GINT64_CONSTANT(1) << 50)
+/* The largest limit of sliding_log and concurrency, which Redis keeps as one
+ * member per permit: a call for all of them writes that many (about 0.1 s of
+ * Redis time and 10 MB). */
+#define SLUICE__MAX_LOGGED_PERMITS G_GINT64_CONSTANT(100000)
+/* The longest limit name, in bytes (every Redis key holds it). */
+#define SLUICE__MAX_NAME_BYTES 1024
+/* The longest key a caller may pass, in bytes (longer ones are refused). */
+#define SLUICE__MAX_KEY_BYTES (64 * 1024)
 
 /* Each parser returns TRUE and *out, or FALSE and a newly allocated sentence
  * saying what is expected (no file or key: the caller adds those). */

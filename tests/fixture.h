@@ -16,7 +16,8 @@ char *fixture_contents(const char *contents);
 
 /* sluice_init on a keyfile with these contents; fails the test on error. When the
  * suite runs against Redis (SLUICE_TEST_BACKEND=redis), the keyfile is pointed at
- * the suite's redis-server and that server is flushed first. */
+ * the suite's redis-server (timeout = 2s unless its own [sluice] says otherwise)
+ * and that server is flushed first. */
 void fixture_init(const char *contents);
 
 /* TRUE when SLUICE_TEST_BACKEND=redis: fixture_run starts a redis-server. */
