@@ -476,6 +476,8 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         g_free(b);
         return NULL;
     }
+    if (!b->url.password && config->redis_password) /* password_file, $SLUICE_REDIS_PASSWORD */
+        b->url.password = g_strdup(config->redis_password);
     b->prefix = g_strdup(config->key_prefix);
     b->timeout_us = config->timeout_us;
     b->what = b->url.socket ? g_strdup_printf("redis %s", b->url.socket)

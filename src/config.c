@@ -11,14 +11,15 @@
 #include <sluice/error.h>
 
 #include "redis_url.h"
+#include "secret.h"
 #include "value.h"
 
 #define LIMIT_PREFIX       "limit:"
 #define DEFAULT_TIMEOUT_US (50 * 1000)
 #define DEFAULT_LEASE_US   (G_GINT64_CONSTANT(60) * 1000000)
 
-static const char *const sluice_keys[] = {"backend",  "redis",  "key_prefix", "timeout",
-                                          "on_error", "reload", NULL};
+static const char *const sluice_keys[] = {"backend", "redis",    "password_file", "key_prefix",
+                                          "timeout", "on_error", "reload",        NULL};
 static const char *const limit_keys[] = {"algorithm", "limit", "window",  "burst",
                                          "wait",      "mode",  "per_key", NULL};
 static const char *const algorithm_names[] = {
@@ -212,6 +213,38 @@ static void read_bool(reader *r, const char *key, gboolean *out)
         report(r, key, v, why);
 }
 
+/* The password when the URL has none: password_file (a path relative to the
+ * keyfile's directory), else $SLUICE_REDIS_PASSWORD. */
+static void read_password(reader *r, sluice__config *c)
+{
+    g_autofree char *file = value_of(r, "password_file");
+    if (file && c->password_in_keyfile) {
+        report(r, "password_file", file,
+               g_strdup("the redis URL holds a password already; keep one of them"));
+        return;
+    }
+    if (file) {
+        g_autofree char *dir = g_path_get_dirname(c->path);
+        g_autofree char *path =
+            g_path_is_absolute(file) ? g_strdup(file) : g_build_filename(dir, file, NULL);
+        char *why = NULL;
+        c->redis_password = sluice__secret_read_file(path, &why);
+        if (!c->redis_password)
+            report(r, "password_file", file, why);
+        guint mode;
+        if (c->redis_password && sluice__secret_file_exposed(path, &mode)) {
+            g_autofree char *name = g_filename_display_name(path);
+            g_warning("%s holds the Redis password and its group or others may read it (mode "
+                      "%04o): chmod 600 it",
+                      name, mode);
+        }
+        return;
+    }
+    const char *env = g_getenv(SLUICE__PASSWORD_ENV);
+    if (!c->password_in_keyfile && env && *env)
+        c->redis_password = g_strdup(env);
+}
+
 static void read_sluice_group(reader *r, sluice__config *c)
 {
     int backend = c->backend, on_error = c->on_error;
@@ -234,13 +267,16 @@ static void read_sluice_group(reader *r, sluice__config *c)
     if (url) {
         sluice__redis_url parsed;
         char *why = NULL;
-        if (sluice__redis_url_parse(url, &parsed, &why))
+        if (sluice__redis_url_parse(url, &parsed, &why)) {
+            c->password_in_keyfile = parsed.password != NULL;
             sluice__redis_url_clear(&parsed);
-        else
+        } else {
             report(r, "redis", NULL, why); /* the URL may hold a password: not repeated */
-        g_free(c->redis_url);
+        }
+        sluice__secret_free(c->redis_url);
         c->redis_url = g_steal_pointer(&url);
     }
+    read_password(r, c);
 }
 
 /* The largest x with x * x <= n. */
@@ -392,8 +428,9 @@ sluice__config *sluice__config_parse(const char *data, gsize length, const char 
     g_array_set_clear_func(problems, found_clear);
     c->path = g_strdup(path);
     if (!g_key_file_load_from_data(keyfile, data, length, G_KEY_FILE_NONE, &local)) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, "%s: %s", path,
-                    local->message);
+        /* GLib quotes the line, which may be a URL with a password */
+        g_autofree char *why = sluice__secret_redact(local->message);
+        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, "%s: %s", display, why);
         return NULL;
     }
     groups = g_key_file_get_groups(keyfile, NULL);
@@ -436,7 +473,16 @@ sluice__config *sluice__config_load(const char *path, GError **error)
         g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_IO, "%s", local->message);
         return NULL;
     }
-    return sluice__config_parse(data, length, path, error);
+    sluice__config *c = sluice__config_parse(data, length, path, error);
+    memset(data, 0, length); /* it may hold the password */
+    guint mode;
+    if (c && c->password_in_keyfile && sluice__secret_file_exposed(path, &mode)) {
+        g_autofree char *name = g_filename_display_name(path);
+        g_warning("%s holds the Redis password and its group or others may read it (mode %04o): "
+                  "chmod 600 it, or move the password to password_file or $%s",
+                  name, mode, SLUICE__PASSWORD_ENV);
+    }
+    return c;
 }
 
 void sluice__config_free(sluice__config *config)
@@ -444,7 +490,8 @@ void sluice__config_free(sluice__config *config)
     if (!config)
         return;
     g_free(config->path);
-    g_free(config->redis_url);
+    sluice__secret_free(config->redis_url);
+    sluice__secret_free(config->redis_password);
     g_free(config->key_prefix);
     g_hash_table_unref(config->rules);
     g_free(config);

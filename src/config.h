@@ -14,7 +14,10 @@ typedef enum {
 typedef struct {
     char *path;                   /* the file it came from; NULL for the defaults */
     sluice__backend_kind backend; /* [sluice] backend                              */
-    char *redis_url;              /* [sluice] redis                                */
+    char *redis_url;              /* [sluice] redis (may hold the password)        */
+    gboolean password_in_keyfile; /* the URL holds a password                      */
+    char *redis_password;         /* when the URL has none: password_file, else
+                                   * $SLUICE_REDIS_PASSWORD; NULL: none. Never logged */
     char *key_prefix;             /* [sluice] key_prefix                           */
     gint64 timeout_us;            /* [sluice] timeout                              */
     sluice__on_error on_error;    /* [sluice] on_error                             */

@@ -11,6 +11,7 @@
 #include "api.h"
 #include "engine.h"
 #include "registry.h"
+#include "secret.h"
 #include "stats.h"
 #include "value.h"
 #include "watch.h"
@@ -42,18 +43,24 @@ static sluice__backend *backend_for(const sluice__config *fresh, GError **error)
 {
     if (fresh->backend == SLUICE__BACKEND_MEMORY)
         return memory;
-    g_autofree char *settings = g_strdup_printf("%s\n%s\n%" G_GINT64_FORMAT, fresh->redis_url,
-                                                fresh->key_prefix, fresh->timeout_us);
-    if (remote && g_strcmp0(settings, remote_settings) == 0)
+    /* holds the password: compared, never shown, zeroed when dropped */
+    char *settings =
+        g_strdup_printf("%s\n%s\n%" G_GINT64_FORMAT "\n%s", fresh->redis_url, fresh->key_prefix,
+                        fresh->timeout_us, fresh->redis_password ? fresh->redis_password : "");
+    if (remote && g_strcmp0(settings, remote_settings) == 0) {
+        sluice__secret_free(settings);
         return remote;
+    }
     sluice__backend *made = sluice__backend_redis_new(fresh, error);
-    if (!made)
+    if (!made) {
+        sluice__secret_free(settings);
         return NULL;
+    }
     if (remote)
         g_ptr_array_add(retired, remote); /* threads may still be inside it */
     remote = made;
-    g_free(remote_settings);
-    remote_settings = g_steal_pointer(&settings);
+    sluice__secret_free(remote_settings);
+    remote_settings = settings;
     return remote;
 }
 
@@ -157,7 +164,7 @@ void sluice_shutdown(void)
     if (remote)
         remote->funcs->free(remote);
     remote = NULL;
-    g_clear_pointer(&remote_settings, g_free);
+    g_clear_pointer(&remote_settings, sluice__secret_free);
     if (memory)
         memory->funcs->free(memory);
     memory = NULL;

@@ -26,7 +26,7 @@ typedef struct {
 /* clang-format on */
 
 #define LIMIT_KEYS  "algorithm, limit, window, burst, wait, mode, per_key"
-#define SLUICE_KEYS "backend, redis, key_prefix, timeout, on_error, reload"
+#define SLUICE_KEYS "backend, redis, password_file, key_prefix, timeout, on_error, reload"
 #define ALGORITHMS  "fixed_window, sliding_log, sliding_window, token_bucket, gcra or concurrency"
 #define REDIS_URLS  "expected redis://[user:password@]host[:port][/db] or unix:///path.sock"
 
