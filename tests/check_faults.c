@@ -7,10 +7,20 @@
 
 #define THREADS    8
 #define TIMEOUT_MS 50
-#define BOUND_US   ((TIMEOUT_MS + 10) * 1000) /* no call may take longer        */
-#define BACK_US    1000000                    /* back to Redis within this      */
-#define LIMIT      20                         /* [limit:f] per key and epoch    */
-#define BIG        1000000000                 /* [limit:g]: never reached       */
+/* What a call may take past its timeout: 10 ms. Sanitizers make the library's
+ * code (and the time a thread waits on a lock whose holder waits for a CPU,
+ * which schedstat does not count) several times longer. */
+#if defined(__SANITIZE_THREAD__)
+#define SLACK_MS 150
+#elif defined(__SANITIZE_ADDRESS__)
+#define SLACK_MS 40
+#else
+#define SLACK_MS 10
+#endif
+#define BOUND_US ((TIMEOUT_MS + SLACK_MS) * 1000) /* no call may take longer  */
+#define BACK_US  1000000                          /* back to Redis within this      */
+#define LIMIT    20                               /* [limit:f] per key and epoch    */
+#define BIG      1000000000                       /* [limit:g]: never reached       */
 
 typedef enum { KILL, HANG, SCRIPT_FLUSH, FLUSHALL, CLIENT_KILL, OUT_OF_MEMORY, FAULTS } fault;
 static const char *const fault_names[] = {
@@ -52,6 +62,7 @@ static struct {
     gint64 first_redis_decision; /* monotonic µs, in epoch 2; 0: not yet */
     GMutex lock;
     char *bad_message; /* the first error that did not name the failure */
+    char *surfaced;    /* the first error that was not a timeout        */
     char *broken;      /* the first policy break, in words              */
 } run;
 
@@ -95,6 +106,8 @@ static void note_error(const GError *error)
         "failing (",
     };
     atomic_add(&run.errors, 1);
+    if (error && !strstr(error->message, "timed out"))
+        note_first(&run.surfaced, error->message);
     gboolean named = error && error->domain == SLUICE_ERROR_DOMAIN &&
                      error->code == SLUICE_ERROR_BACKEND &&
                      g_str_has_prefix(error->message, run.server);
@@ -191,6 +204,12 @@ static void decide_f(void)
                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
+/* Each thread decides as a busy server would: a pause of PACE_US between calls
+ * leaves the CPUs to the library, Redis and the rest of the machine; spinning
+ * instead would measure how long threads wait for locks whose holders wait for a
+ * CPU, not the library's bound. */
+#define PACE_US 100
+
 static gpointer decide(gpointer data)
 {
     (void)data;
@@ -199,6 +218,7 @@ static gpointer decide(gpointer data)
         stopwatch s = start_watch();
         guarded();
         stop_watch(&s);
+        g_usleep(PACE_US);
     }
     return NULL;
 }
@@ -342,9 +362,12 @@ static void run_case(fault f, policy p)
         if (p == LOCAL)                  /* the memory backend kept the rule: exactly LIMIT on e1 */
             ck_assert_int_eq(run.local_admitted[1], LIMIT);
     } else {
-        ck_assert_int_eq(run.errors, 0); /* handled inside the library */
+        /* handled inside the library: the fault never surfaces (a loaded machine
+         * may still make a call time out) */
+        ck_assert_msg(!run.surfaced, "the fault surfaced: %s", run.surfaced);
     }
     g_free(run.bad_message);
+    g_free(run.surfaced);
     g_free(run.broken);
     g_mutex_clear(&run.lock);
 }
@@ -407,10 +430,10 @@ static gboolean print_table(void)
             ok = ok && r->breaks == 0;
         }
     }
-    g_print("%d threads; bound: timeout %d ms + 10 ms per call, net of the time the thread "
+    g_print("%d threads; bound: timeout %d ms + %d ms per call, net of the time the thread "
             "waited for a CPU;\nwaited: calls that took half the timeout or more; back: from "
             "the recovery to the first decision Redis made (at most %d ms)\n\n",
-            THREADS, TIMEOUT_MS, BACK_US / 1000);
+            THREADS, TIMEOUT_MS, SLACK_MS, BACK_US / 1000);
     return ok;
 }
 

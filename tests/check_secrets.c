@@ -303,8 +303,8 @@ START_TEST(an_unreachable_server_is_reported_without_the_password)
     g_setenv("SLUICE_REDIS_PASSWORD", WRONG, TRUE);
     g_autofree char *file = secret_file(WRONG "\n");
     g_autofree char *line = g_strdup_printf("password_file = %s", file);
-    g_autofree char *paths[] = {keyfile(":" WRONG "@", port, NULL), keyfile("", port, NULL),
-                                keyfile("app@", port, line)};
+    char *paths[] = {keyfile(":" WRONG "@", port, NULL), keyfile("", port, NULL),
+                     keyfile("app@", port, line)};
     for (gsize i = 0; i < G_N_ELEMENTS(paths); i++) {
         g_autoptr(GError) error = NULL;
         ck_assert_msg(sluice_init(paths[i], &error), "%s", error ? error->message : "");
