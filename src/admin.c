@@ -8,16 +8,17 @@
 
 gboolean sluice_config_check(const char *path, GError **error)
 {
-    g_return_val_if_fail(path != NULL, FALSE);
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    if (!sluice__check_path(path, error))
+        return FALSE;
     g_autoptr(sluice__config) config = sluice__config_load(path, error);
     return config != NULL;
 }
 
 gboolean sluice_rule_get(const char *name, sluice_rule_info *out)
 {
-    g_return_val_if_fail(name != NULL, FALSE);
-    g_return_val_if_fail(out != NULL, FALSE);
+    if (!out || !sluice__check_name(name, NULL))
+        return FALSE;
     sluice__limiter *limiter = sluice__registry_find(name);
     const sluice__rule *rule = limiter ? sluice__limiter_rule(limiter) : NULL;
     if (!rule)

@@ -17,4 +17,8 @@ gboolean sluice__find(const char *name, const char *key, gint64 permits, sluice_
  * of UTF-8; else FALSE with *error (SLUICE_ERROR_INVALID_ARGUMENT). */
 gboolean sluice__check_name(const char *name, GError **error);
 
+/* TRUE when path can name a keyfile: not NULL, not empty, shorter than PATH_MAX;
+ * else FALSE with *error (SLUICE_ERROR_INVALID_ARGUMENT). */
+gboolean sluice__check_path(const char *path, GError **error);
+
 #endif

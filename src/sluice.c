@@ -89,15 +89,22 @@ static gboolean apply(sluice__config *fresh, const sluice__file_stamp *stamp, GE
     return TRUE;
 }
 
+gboolean sluice__check_path(const char *path, GError **error)
+{
+    const char *why = !path    ? "the path is NULL; expected a keyfile"
+                      : !*path ? "the path is empty; expected a keyfile"
+                      : strnlen(path, PATH_MAX) == PATH_MAX ? "the path is longer than PATH_MAX"
+                                                            : NULL;
+    if (why)
+        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT, why);
+    return why == NULL;
+}
+
 gboolean sluice_init(const char *config_path, GError **error)
 {
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
-    if (config_path && (!*config_path || strnlen(config_path, PATH_MAX) == PATH_MAX)) {
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
-                            *config_path ? "config_path is longer than PATH_MAX"
-                                         : "config_path is empty; expected a keyfile, or NULL");
+    if (config_path && !sluice__check_path(config_path, error))
         return FALSE;
-    }
     const char *path = config_path ? config_path : g_getenv("SLUICE_CONFIG");
     if (path && *path == '\0')
         path = NULL; /* SLUICE_CONFIG set but empty: the defaults */

@@ -3,6 +3,7 @@
 #include "fixture.h"
 
 #include <glib/gstdio.h>
+#include <sluice/admin.h>
 #include <sluice/async.h>
 #include <string.h>
 
@@ -282,8 +283,31 @@ START_TEST(the_other_public_functions_refuse_null)
     g_clear_error(&error);
     ck_assert_int_eq(sluice__enter(&descriptor, huge, &lease, &d, &error), SLUICE__FAILED);
     ck_assert_invalid(error);
+    g_clear_error(&error);
     sluice__leave(NULL);
     sluice__register(NULL);
+
+    /* the operators' functions */
+    const char *const paths[] = {NULL, "", huge_path, "/dev/zero", "/nonexistent/\xff.ini"};
+    for (gsize i = 0; i < G_N_ELEMENTS(paths); i++) {
+        ck_assert(!sluice_config_check(paths[i], &error));
+        ck_assert(g_utf8_validate(error->message, -1, NULL));
+        ck_assert_int_lt(strlen(error->message), 300);
+        g_clear_error(&error);
+    }
+    sluice_rule_info info;
+    ck_assert(!sluice_rule_get(NULL, &info));
+    ck_assert(!sluice_rule_get(huge, &info));
+    ck_assert(!sluice_rule_get("fixed", NULL));
+    ck_assert(sluice_rule_get("fixed", &info));
+    for (int i = 0; i < BAD_NAMES; i++) {
+        ck_assert(!sluice_reset(bad_name(i), NULL, &error));
+        ck_assert_invalid(error);
+        g_clear_error(&error);
+    }
+    ck_assert(!sluice_reset("fixed", huge, &error));
+    ck_assert_invalid(error);
+    g_clear_error(&error);
 
     /* decorated with a name no rule can have: the body runs */
     ck_assert_int_eq(empty_name(), 1);
