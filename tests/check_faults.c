@@ -41,7 +41,7 @@ typedef struct {
     gint64 calls, errors, breaks;
     gint64 slowest_us;     /* wall clock                                     */
     gint64 slowest_net_us; /* less the time the thread waited for a CPU      */
-    gint64 waited;         /* calls that waited half the timeout or more     */
+    gint64 timeouts;       /* calls that waited for the timeout              */
     gint64 back_us;        /* recovery to the first decision Redis made      */
 } row;
 static row *table; /* MAP_SHARED: survives the forked tests */
@@ -58,7 +58,7 @@ static struct {
     const char *server; /* "redis 127.0.0.1:PORT", the start of every error  */
     gint epoch, stop;
     gint redis_admitted[3], local_admitted[3];
-    gint64 calls, errors, breaks, slowest, slowest_net, waited;
+    gint64 calls, errors, breaks, slowest, slowest_net, timeouts;
     gint64 first_redis_decision; /* monotonic µs, in epoch 2; 0: not yet */
     GMutex lock;
     char *bad_message; /* the first error that did not name the failure */
@@ -106,6 +106,9 @@ static void note_error(const GError *error)
         "failing (",
     };
     atomic_add(&run.errors, 1);
+    /* "failing (... timed out)": the breaker refused it at once, naming the last failure */
+    if (error && strstr(error->message, "timed out") && !strstr(error->message, ": failing ("))
+        atomic_add(&run.timeouts, 1);
     if (error && !strstr(error->message, "timed out"))
         note_first(&run.surfaced, error->message);
     gboolean named = error && error->domain == SLUICE_ERROR_DOMAIN &&
@@ -149,8 +152,6 @@ static void stop_watch(const stopwatch *s)
     atomic_add(&run.calls, 1);
     atomic_max(&run.slowest, took);
     atomic_max(&run.slowest_net, took - waited);
-    if (took - waited >= TIMEOUT_MS * 1000 / 2)
-        atomic_add(&run.waited, 1);
 }
 
 /* ---- the decorated function: limit g, with an error callback ----------------------- */
@@ -341,7 +342,7 @@ static void run_case(fault f, policy p)
                   .breaks = run.breaks,
                   .slowest_us = run.slowest,
                   .slowest_net_us = run.slowest_net,
-                  .waited = run.waited,
+                  .timeouts = run.timeouts,
                   .back_us = first ? first - recovered : -1};
 
     ck_assert_msg(run.breaks == 0, "%" G_GINT64_FORMAT " calls broke the policy, e.g. %s",
@@ -356,7 +357,10 @@ static void run_case(fault f, policy p)
     ck_assert(first > 0 && first - recovered <= BACK_US);
     /* the threads do not each pay a timeout in turn: the first wave (every
      * thread's call in flight), then one trial per pause of the breaker */
-    ck_assert_int_le(run.waited, THREADS + 8);
+    if (f == HANG) { /* elsewhere a loaded machine may time a call out now and then */
+        ck_assert_int_ge(run.timeouts, 1);
+        ck_assert_int_le(run.timeouts, THREADS + 8);
+    }
     if (outage[f]) {
         ck_assert_int_gt(run.errors, 0); /* the fault was felt */
         if (p == LOCAL)                  /* the memory backend kept the rule: exactly LIMIT on e1 */
@@ -412,8 +416,8 @@ END_TEST
 static gboolean print_table(void)
 {
     gboolean ok = TRUE;
-    g_print("\n%-24s %-6s %8s %11s %13s %7s %8s %13s %8s\n", "fault", "policy", "calls",
-            "slowest ms", "net of CPU ms", "waited", "errors", "broke policy", "back ms");
+    g_print("\n%-24s %-6s %8s %11s %13s %8s %8s %13s %8s\n", "fault", "policy", "calls",
+            "slowest ms", "net of CPU ms", "timeouts", "errors", "broke policy", "back ms");
     for (int f = 0; f < FAULTS; f++) {
         for (int p = 0; p < POLICIES; p++) {
             const row *r = &table[f * POLICIES + p];
@@ -422,16 +426,16 @@ static gboolean print_table(void)
                 ok = FALSE;
                 continue;
             }
-            g_print("%-24s %-6s %8" G_GINT64_FORMAT " %11.1f %13.1f %7" G_GINT64_FORMAT
+            g_print("%-24s %-6s %8" G_GINT64_FORMAT " %11.1f %13.1f %8" G_GINT64_FORMAT
                     " %8" G_GINT64_FORMAT " %13" G_GINT64_FORMAT " %8.1f\n",
                     fault_names[f], policy_names[p], r->calls, r->slowest_us / 1000.0,
-                    r->slowest_net_us / 1000.0, r->waited, r->errors, r->breaks,
+                    r->slowest_net_us / 1000.0, r->timeouts, r->errors, r->breaks,
                     r->back_us / 1000.0);
             ok = ok && r->breaks == 0;
         }
     }
     g_print("%d threads; bound: timeout %d ms + %d ms per call, net of the time the thread "
-            "waited for a CPU;\nwaited: calls that took half the timeout or more; back: from "
+            "waited for a CPU;\ntimeouts: calls that waited for the timeout; back: from "
             "the recovery to the first decision Redis made (at most %d ms)\n\n",
             THREADS, TIMEOUT_MS, SLACK_MS, BACK_US / 1000);
     return ok;
