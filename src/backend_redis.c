@@ -26,6 +26,7 @@
 #include "breaker.h"
 #include "clock.h"
 #include "lua_scripts.h"
+#include "redis_script.h"
 #include "redis_url.h"
 
 #define ALGORITHMS 6
@@ -294,60 +295,31 @@ static redisReply *run_script(redis_backend *b, connection *c, gint64 deadline,
                               const char *op, gint64 permits, gint64 reserve_us, gboolean *lost,
                               GError **error)
 {
-    char args[7][24];
-    g_snprintf(args[0], 24, "%" G_GINT64_FORMAT, rule->limit);
-    g_snprintf(args[1], 24, "%" G_GINT64_FORMAT, rule->window_us);
-    g_snprintf(args[2], 24, "%" G_GINT64_FORMAT, rule->burst);
-    g_snprintf(args[3], 24, "%" G_GINT64_FORMAT, rule->interval_us);
-    g_snprintf(args[4], 24, "%" G_GINT64_FORMAT, permits);
-    g_snprintf(args[5], 24, "%" G_GINT64_FORMAT, reserve_us);
-    if (sluice__clock_injected()) /* tests and replay only: never in normal operation */
-        g_snprintf(args[6], 24, "%" G_GINT64_FORMAT, sluice__clock_now());
-    else
-        args[6][0] = '\0';
-    const char *argv[] = {"EVALSHA", b->sha[rule->algorithm],
-                          "2",       k1,
-                          k2,        op,
-                          args[0],   args[1],
-                          args[2],   args[3],
-                          args[4],   args[5],
-                          args[6]};
-
+    sluice__redis_script script;
+    sluice__redis_script_init(&script, b->sha[rule->algorithm], rule, k1, k2, op, permits,
+                              reserve_us);
     *lost = FALSE;
     for (int attempt = 0; attempt < 2; attempt++) {
         redisReply *reply;
-        outcome o = exchange(c, deadline, G_N_ELEMENTS(argv), argv, &reply);
+        outcome o = exchange(c, deadline, SLUICE__REDIS_SCRIPT_ARGC, script.argv, &reply);
         if (o != SENT) {
-            fail(error, SLUICE_ERROR_BACKEND, b, argv[0], outcome_reason(o, c->ctx));
+            fail(error, SLUICE_ERROR_BACKEND, b, script.argv[0], outcome_reason(o, c->ctx));
             *lost = o == LOST;
             drop_connection(c);
             return NULL;
         }
-        if (reply->type == REDIS_REPLY_ERROR && g_str_has_prefix(reply->str, "NOSCRIPT") &&
-            attempt == 0) {
+        if (sluice__redis_is_noscript(reply) && attempt == 0) {
             /* a flushed script cache or a new server: EVAL runs the script and
              * caches it again, in one round trip */
             freeReplyObject(reply);
-            argv[0] = "EVAL";
-            argv[1] = sluice__lua_scripts[rule->algorithm];
+            sluice__redis_script_use_eval(&script, rule->algorithm);
             continue;
         }
-        if (reply->type == REDIS_REPLY_ERROR) {
-            fail(error, SLUICE_ERROR_BACKEND, b, "script", reply->str);
+        const char *why;
+        if (!sluice__redis_script_verdict(reply, NULL, &why)) {
+            fail(error, SLUICE_ERROR_BACKEND, b, "script", why);
             freeReplyObject(reply);
             return NULL;
-        }
-        if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 7) {
-            fail(error, SLUICE_ERROR_BACKEND, b, "script", "unexpected reply");
-            freeReplyObject(reply);
-            return NULL;
-        }
-        for (size_t i = 0; i < 7; i++) {
-            if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
-                fail(error, SLUICE_ERROR_BACKEND, b, "script", "reply is not integers");
-                freeReplyObject(reply);
-                return NULL;
-            }
         }
         return reply;
     }
@@ -388,15 +360,8 @@ static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__r
         return FALSE;
     }
     sluice__breaker_success(&b->breaker);
-    if (v) {
-        v->allowed = reply->element[0]->integer != 0;
-        v->limit = reply->element[1]->integer;
-        v->remaining = reply->element[2]->integer;
-        v->retry_after_us = reply->element[3]->integer;
-        v->reset_after_us = reply->element[4]->integer;
-        v->wait_us = reply->element[5]->integer;
-        v->leased = reply->element[6]->integer;
-    }
+    const char *why;
+    sluice__redis_script_verdict(reply, v, &why); /* checked by run_script */
     freeReplyObject(reply);
     return TRUE;
 }
