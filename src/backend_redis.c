@@ -20,6 +20,7 @@
 #include "breaker.h"
 #include "clock.h"
 #include "lua_scripts.h"
+#include "redis_key.h"
 #include "redis_url.h"
 
 #define ALGORITHMS 6
@@ -164,14 +165,6 @@ static void drop_connection(connection *c)
     c->ctx = NULL;
 }
 
-/* The Redis key of a limit and caller: PREFIX{LEN:NAME:KEY}, one hash tag so that
- * both keys of a script share a slot; the name's length keeps (name, key) pairs
- * apart whatever bytes they hold. */
-static char *state_key(const redis_backend *b, const char *name, const char *key)
-{
-    return g_strdup_printf("%s{%zu:%s:%s}", b->prefix, strlen(name), name, key ? key : "");
-}
-
 /* Runs the script of rule; the reply array on success. */
 static redisReply *run_script(redis_backend *b, connection *c, const sluice__rule *rule,
                               const char *k1, const char *k2, const char *op, gint64 permits,
@@ -251,9 +244,9 @@ static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__r
     connection *c = connection_for(b, FALSE, &failure);
     redisReply *reply = NULL;
     if (c) {
-        g_autofree char *k1 = state_key(b, limiter->name, key);
-        g_autofree char *k2 = g_strconcat(k1, ":seq", NULL);
-        reply = run_script(b, c, rule, k1, k2, op, permits, reserve_us, &failure);
+        g_auto(sluice__redis_keys) keys = {NULL, NULL};
+        sluice__redis_keys_build(&keys, b->prefix, limiter->name, key);
+        reply = run_script(b, c, rule, keys.state, keys.seq, op, permits, reserve_us, &failure);
     }
     if (!reply) {
         sluice__breaker_failure(&b->breaker, failure->message);
@@ -301,9 +294,9 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
     GError *failure = NULL;
     connection *c = connection_for(b, FALSE, &failure);
     if (c) {
-        g_autofree char *k1 = state_key(b, limiter->name, key);
-        g_autofree char *k2 = g_strconcat(k1, ":seq", NULL);
-        const char *del[] = {"DEL", k1, k2};
+        g_auto(sluice__redis_keys) keys = {NULL, NULL};
+        sluice__redis_keys_build(&keys, b->prefix, limiter->name, key);
+        const char *del[] = {"DEL", keys.state, keys.seq};
         if (command(b, c->ctx, SLUICE_ERROR_BACKEND, &failure, 3, del))
             return TRUE;
         if (c->ctx->err)

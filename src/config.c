@@ -8,6 +8,7 @@
 
 #include <sluice/error.h>
 
+#include "redis_key.h"
 #include "redis_url.h"
 #include "value.h"
 
@@ -205,7 +206,10 @@ static void read_sluice_group(reader *r, sluice__config *c)
     c->on_error = on_error;
 
     prefix = value_of(r, "key_prefix");
-    if (prefix) {
+    char *prefix_why = NULL;
+    if (prefix && !sluice__redis_key_prefix_check(prefix, &prefix_why))
+        report(r, "key_prefix", prefix, prefix_why);
+    else if (prefix) {
         g_free(c->key_prefix);
         c->key_prefix = g_steal_pointer(&prefix);
     }
