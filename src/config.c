@@ -363,8 +363,8 @@ sluice__config *sluice__config_parse(const char *data, gsize length, const char 
     g_array_set_clear_func(problems, found_clear);
     c->path = g_strdup(path);
     if (!g_key_file_load_from_data(keyfile, data, length, G_KEY_FILE_NONE, &local)) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, "%s: %s", path,
-                    local->message);
+        g_autofree char *why = g_utf8_make_valid(local->message, -1); /* it quotes the line */
+        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, "%s: %s", path, why);
         return NULL;
     }
     groups = g_key_file_get_groups(keyfile, NULL);
