@@ -26,6 +26,7 @@
 #include "breaker.h"
 #include "clock.h"
 #include "lua_scripts.h"
+#include "redis_key.h"
 #include "redis_script.h"
 #include "redis_url.h"
 
@@ -280,14 +281,6 @@ static connection *connection_for(const redis_backend *b, gint64 deadline, gbool
     return c;
 }
 
-/* The Redis key of a limit and caller: PREFIX{LEN:NAME:KEY}, one hash tag so that
- * both keys of a script share a slot; the name's length keeps (name, key) pairs
- * apart whatever bytes they hold. */
-static char *state_key(const redis_backend *b, const char *name, const char *key)
-{
-    return g_strdup_printf("%s{%zu:%s:%s}", b->prefix, strlen(name), name, key ? key : "");
-}
-
 /* Runs the script of rule before deadline; the reply array on success, else NULL
  * and *error, with *lost TRUE when the server closed the connection. */
 static redisReply *run_script(redis_backend *b, connection *c, gint64 deadline,
@@ -341,16 +334,16 @@ static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__r
         return FALSE;
     }
     gint64 deadline = g_get_monotonic_time() + b->timeout_us;
-    g_autofree char *k1 = state_key(b, limiter->name, key);
-    g_autofree char *k2 = g_strconcat(k1, ":seq", NULL);
+    g_auto(sluice__redis_keys) keys = {NULL, NULL};
+    sluice__redis_keys_build(&keys, b->prefix, limiter->name, key);
     redisReply *reply = NULL;
     for (int attempt = 0; !reply && attempt < 2; attempt++) {
         g_clear_error(&failure);
         connection *c = connection_for(b, deadline, FALSE, &failure);
         gboolean lost = FALSE, reused = c && c->reused;
         if (c)
-            reply =
-                run_script(b, c, deadline, rule, k1, k2, op, permits, reserve_us, &lost, &failure);
+            reply = run_script(b, c, deadline, rule, keys.state, keys.seq, op, permits, reserve_us,
+                               &lost, &failure);
         if (!(lost && reused))
             break;
     }
@@ -394,9 +387,9 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
     gint64 deadline = g_get_monotonic_time() + b->timeout_us;
     connection *c = connection_for(b, deadline, FALSE, &failure);
     if (c) {
-        g_autofree char *k1 = state_key(b, limiter->name, key);
-        g_autofree char *k2 = g_strconcat(k1, ":seq", NULL);
-        const char *del[] = {"DEL", k1, k2};
+        g_auto(sluice__redis_keys) keys = {NULL, NULL};
+        sluice__redis_keys_build(&keys, b->prefix, limiter->name, key);
+        const char *del[] = {"DEL", keys.state, keys.seq};
         if (command(b, c, deadline, SLUICE_ERROR_BACKEND, &failure, 3, del))
             return TRUE;
         /* command() dropped the connection if it broke */

@@ -41,10 +41,13 @@ gboolean sluice__redis_url_parse(const char *url, sluice__redis_url *out, char *
         return refuse(why, "unknown query; only ?db=N");
     if (query && !parse_db(query + 3, &out->db, why))
         return FALSE;
-    if (user && *user)
-        out->user = g_uri_unescape_string(user, NULL);
-    if (password)
-        out->password = g_uri_unescape_string(password, NULL);
+    /* g_uri_unescape_string refuses %00 and bad escapes: NULL then */
+    if (user && *user && !(out->user = g_uri_unescape_string(user, NULL)))
+        return refuse(why, "the user holds %00 or a bad %-escape");
+    if (password && !(out->password = g_uri_unescape_string(password, NULL))) {
+        sluice__redis_url_clear(out);
+        return refuse(why, "the password holds %00 or a bad %-escape");
+    }
 
     if (strcmp(scheme, "unix") == 0) {
         if ((host && *host) || !path || path[0] != '/' || path[1] == '\0') {
@@ -52,6 +55,10 @@ gboolean sluice__redis_url_parse(const char *url, sluice__redis_url *out, char *
             return refuse(why, "a unix socket needs an absolute path (unix:///path.sock)");
         }
         out->socket = g_uri_unescape_string(path, NULL);
+        if (!out->socket) {
+            sluice__redis_url_clear(out);
+            return refuse(why, "the socket path holds %00 or a bad %-escape");
+        }
         return TRUE;
     }
     if (!host || !*host) {

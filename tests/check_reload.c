@@ -140,28 +140,45 @@ START_TEST(test_symlink_swap_applies)
 }
 END_TEST
 
-static GPtrArray *warnings; /* messages logged at warning level by sluice */
+/* Messages logged at warning level by sluice: the watcher thread logs them. */
+static GPtrArray *warnings; /* under warnings_lock */
+static GMutex warnings_lock;
 
 static void record_warning(const gchar *domain, GLogLevelFlags level, const gchar *message,
                            gpointer user_data)
 {
     (void)domain, (void)level, (void)user_data;
-    g_ptr_array_add(warnings, g_strdup(message));
+    g_mutex_lock(&warnings_lock);
+    if (warnings)
+        g_ptr_array_add(warnings, g_strdup(message));
+    g_mutex_unlock(&warnings_lock);
 }
 
 static gboolean warned(const char *a, const char *b, const char *c)
 {
-    for (guint i = 0; i < warnings->len; i++) {
+    gboolean found = FALSE;
+    g_mutex_lock(&warnings_lock);
+    for (guint i = 0; i < warnings->len && !found; i++) {
         const char *m = g_ptr_array_index(warnings, i);
-        if (strstr(m, a) && strstr(m, b) && strstr(m, c))
-            return TRUE;
+        found = strstr(m, a) && strstr(m, b) && strstr(m, c);
     }
-    return FALSE;
+    g_mutex_unlock(&warnings_lock);
+    return found;
+}
+
+static guint warnings_logged(void)
+{
+    g_mutex_lock(&warnings_lock);
+    guint n = warnings->len;
+    g_mutex_unlock(&warnings_lock);
+    return n;
 }
 
 START_TEST(test_broken_file_is_refused_and_logged)
 {
+    g_mutex_lock(&warnings_lock);
     warnings = g_ptr_array_new_with_free_func(g_free);
+    g_mutex_unlock(&warnings_lock);
     guint handler = g_log_set_handler("sluice", G_LOG_LEVEL_WARNING, record_warning, NULL);
     start(RULE(5));
     sluice_decision d;
@@ -173,9 +190,9 @@ START_TEST(test_broken_file_is_refused_and_logged)
     /* the running rule stays, and so does its state */
     ck_assert_int_eq(sluice_acquire("api", NULL, 1, &d, NULL), SLUICE_DENIED);
     ck_assert_int_eq(d.limit, 5);
-    guint logged = warnings->len;
+    guint logged = warnings_logged();
     g_usleep(300 * 1000); /* logged once, not once per tick */
-    ck_assert_uint_eq(warnings->len, logged);
+    ck_assert_uint_eq(warnings_logged(), logged);
 
     g_autoptr(GError) error = NULL;
     ck_assert(!sluice_reload(&error));
@@ -185,8 +202,11 @@ START_TEST(test_broken_file_is_refused_and_logged)
 
     write_in_place(path, RULE(6)); /* fixed: applies */
     ck_assert_int_ge(wait_for_limit("api", 6, APPLY_MS), 0);
+    sluice_shutdown(); /* joins the watcher, which logs: only then the handler goes */
     g_log_remove_handler("sluice", handler);
+    g_mutex_lock(&warnings_lock);
     g_clear_pointer(&warnings, g_ptr_array_unref);
+    g_mutex_unlock(&warnings_lock);
 }
 END_TEST
 
