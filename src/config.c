@@ -10,6 +10,7 @@
 #include <glib/gstdio.h>
 #include <sluice/error.h>
 
+#include "redis_key.h"
 #include "redis_url.h"
 #include "secret.h"
 #include "value.h"
@@ -259,7 +260,10 @@ static void read_sluice_group(reader *r, sluice__config *c)
     c->on_error = on_error;
 
     prefix = value_of(r, "key_prefix");
-    if (prefix) {
+    char *prefix_why = NULL; /* report() takes it */
+    if (prefix && !sluice__redis_key_prefix_check(prefix, &prefix_why))
+        report(r, "key_prefix", prefix, prefix_why);
+    else if (prefix) {
         g_free(c->key_prefix);
         c->key_prefix = g_steal_pointer(&prefix);
     }
@@ -429,7 +433,8 @@ sluice__config *sluice__config_parse(const char *data, gsize length, const char 
     c->path = g_strdup(path);
     if (!g_key_file_load_from_data(keyfile, data, length, G_KEY_FILE_NONE, &local)) {
         /* GLib quotes the line, which may be a URL with a password */
-        g_autofree char *why = sluice__secret_redact(local->message);
+        g_autofree char *valid = g_utf8_make_valid(local->message, -1);
+        g_autofree char *why = sluice__secret_redact(valid);
         g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, "%s: %s", display, why);
         return NULL;
     }
