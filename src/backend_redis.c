@@ -23,6 +23,7 @@
 #include <hiredis/hiredis.h>
 #include <sluice/error.h>
 
+#include "backend_redis_async.h"
 #include "breaker.h"
 #include "clock.h"
 #include "lua_scripts.h"
@@ -30,18 +31,9 @@
 #include "redis_script.h"
 #include "redis_url.h"
 
-#define ALGORITHMS 6
+#define ALGORITHMS SLUICE__ALGORITHMS
 
-typedef struct {
-    sluice__backend base;
-    sluice__redis_url url;
-    char *prefix;
-    gint64 timeout_us;
-    char *what; /* "redis 127.0.0.1:6379", for messages (never the password) */
-    char *sha[ALGORITHMS];
-    sluice__breaker breaker;
-    guint generation; /* tells this backend's connections from older ones */
-} redis_backend;
+typedef sluice__redis_backend redis_backend;
 
 /* One thread's connection. */
 typedef struct {
@@ -404,6 +396,7 @@ static void redis_free(sluice__backend *backend)
     connection *c = g_private_get(&thread_connection);
     if (c && c->ctx && c->generation == b->generation)
         drop_connection(c);
+    sluice__redis_async_free(b->async);
     sluice__redis_url_clear(&b->url);
     sluice__breaker_clear(&b->breaker);
     for (int i = 0; i < ALGORITHMS; i++)
@@ -416,6 +409,7 @@ static void redis_free(sluice__backend *backend)
 static const sluice__backend_funcs redis_funcs = {
     .name = "redis",
     .decide = redis_decide,
+    .decide_async = sluice__redis_decide_async,
     .give_back = redis_give_back,
     .reset = redis_reset,
     .free = redis_free,
@@ -444,6 +438,7 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         b->sha[i] = g_compute_checksum_for_string(G_CHECKSUM_SHA1, sluice__lua_scripts[i], -1);
     sluice__breaker_init(&b->breaker, b->what);
     b->generation = (guint)g_atomic_int_add(&generations, 1) + 1;
+    b->async = sluice__redis_async_new();
 
     /* connect now: bad credentials stop init, an absent server does not */
     GError *failure = NULL;

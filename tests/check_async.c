@@ -215,6 +215,62 @@ START_TEST(test_bad_arguments_no_rule_and_backend_failure)
 }
 END_TEST
 
+/* On Redis: a server that stops answering (SIGSTOP) costs each decision its
+ * timeout at most, the policy answers, the loop keeps running its other sources,
+ * and decisions go back to Redis once it answers again. */
+START_TEST(test_a_hung_redis_does_not_stall_the_loop)
+{
+    if (!fixture_on_redis())
+        return; /* the memory backend cannot hang; check_async_redis runs this */
+    start();
+    fixture_init("[sluice]\ntimeout = 100ms\non_error = deny\n"
+                 "[limit:api]\nalgorithm = fixed_window\nlimit = 1000\nwindow = 1h\n");
+    result warm = {0};
+    sluice_acquire_async("api", NULL, 1, NULL, on_done, &warm);
+    run_until(1, 3000);
+    ck_assert_int_eq(warm.code, SLUICE_ALLOWED);
+
+    test_redis_pause(fixture_redis());
+    ticks = 0;
+    guint ticker = g_timeout_add(10, tick, NULL);
+    result r[10] = {0};
+    gint64 t0 = g_get_monotonic_time();
+    for (int i = 0; i < 10; i++)
+        sluice_acquire_async("api", NULL, 1, NULL, on_done, &r[i]);
+    run_until(11, 3000);
+    gint64 elapsed_ms = (g_get_monotonic_time() - t0) / 1000;
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(r[i].code, SLUICE_ERROR);
+        ck_assert(g_error_matches(r[i].error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND));
+        ck_assert(!r[i].d.allowed); /* on_error = deny */
+        ck_assert_int_le((r[i].done_at - t0) / 1000, 100 + 50);
+        g_clear_error(&r[i].error);
+    }
+    /* the loop went on: its 10 ms ticker ran while the calls were out */
+    ck_assert_int_ge(ticks, (int)(elapsed_ms / 10) / 2);
+    ck_assert_int_ge(ticks, 5);
+    test_redis_resume(fixture_redis());
+
+    /* back to Redis within a second (the breaker's pause), with no error */
+    gint64 back = g_get_monotonic_time();
+    int code = SLUICE_ERROR;
+    while (code != SLUICE_ALLOWED && g_get_monotonic_time() - back < 2000000) {
+        result again = {0};
+        int before = completed;
+        sluice_acquire_async("api", NULL, 1, NULL, on_done, &again);
+        run_until(before + 1, 3000);
+        code = again.code;
+        g_clear_error(&again.error);
+        if (code != SLUICE_ALLOWED)
+            g_usleep(20000);
+    }
+    g_source_remove(ticker);
+    ck_assert_int_eq(code, SLUICE_ALLOWED);
+    ck_assert_int_le((g_get_monotonic_time() - back) / 1000, 1200);
+    sluice_shutdown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("async");
@@ -224,6 +280,7 @@ int main(void)
     tcase_add_test(tc, test_a_concurrency_waiter_wakes_on_release_and_the_loop_keeps_serving);
     tcase_add_test(tc, test_cancellation_completes_at_once);
     tcase_add_test(tc, test_bad_arguments_no_rule_and_backend_failure);
+    tcase_add_test(tc, test_a_hung_redis_does_not_stall_the_loop);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }

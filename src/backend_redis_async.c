@@ -1,0 +1,292 @@
+/* The redis backend without blocking: hiredis' asynchronous API on GLib main contexts.
+ *
+ * One connection per GMainContext that asks (hiredis' GLib adapter makes it a
+ * source of that context), so every decision of a main loop is pipelined on one
+ * socket and none blocks the loop. AUTH and SELECT are queued ahead of the first
+ * command; NOSCRIPT queues SCRIPT LOAD and the EVALSHA again. hiredis 0.14 has no
+ * command timeout in its asynchronous API, so each command has a timeout source:
+ * when it fires the call fails and the connection is dropped (a server that does
+ * not answer one command will not answer the next), to be made again by the next
+ * call. The breaker of the blocking client is shared, so a dead server costs the
+ * loop nothing while it is open. */
+#include "backend_redis_async.h"
+
+#include <unistd.h>
+
+#include <hiredis/adapters/glib.h>
+#include <hiredis/async.h>
+#include <sluice/error.h>
+
+#include "redis_key.h"
+#include "redis_script.h"
+
+typedef struct connection connection;
+
+/* One decision in flight. */
+typedef struct {
+    connection *conn;
+    sluice__redis_backend *backend;
+    sluice__redis_script script;
+    int algorithm;
+    gboolean retried; /* NOSCRIPT was seen once */
+    gboolean trial;   /* the breaker's trial call */
+    sluice__redis_keys keys;
+    gboolean over;    /* done was called (reply, failure or timeout) */
+    gint replies_due; /* hiredis callbacks still to come for this request */
+    GSource *timer;
+    sluice__decided_func done;
+    gpointer data;
+} request;
+
+/* Lives as long as its hiredis context: freed by cleanup(). */
+struct connection {
+    sluice__redis_async *owner;
+    redisAsyncContext *ac;
+    GSource *source; /* the adapter's source on context */
+    GMainContext *context;
+    pid_t pid;
+};
+
+struct sluice__redis_async {
+    GMutex lock;             /* guards connections */
+    GHashTable *connections; /* GMainContext * -> connection * */
+};
+
+sluice__redis_async *sluice__redis_async_new(void)
+{
+    sluice__redis_async *a = g_new0(sluice__redis_async, 1);
+    g_mutex_init(&a->lock);
+    a->connections = g_hash_table_new(g_direct_hash, g_direct_equal);
+    return a;
+}
+
+/* ---- connections -------------------------------------------------------------------- */
+
+/* Detaches c from its owner, so that the next call makes a new connection. */
+static void unlist(connection *c)
+{
+    sluice__redis_async *a = c->owner;
+    g_mutex_lock(&a->lock);
+    if (g_hash_table_lookup(a->connections, c->context) == c)
+        g_hash_table_remove(a->connections, c->context);
+    g_mutex_unlock(&a->lock);
+}
+
+/* hiredis frees the context (a failed connect, a lost connection, a timeout, or
+ * shutdown), after it has failed every pending command: the adapter's cleanup,
+ * then the source goes, and c with it. Runs inside hiredis, maybe inside the
+ * source's own dispatch. */
+static void cleanup(gpointer source)
+{
+    RedisSource *rs = source;
+    connection *c = rs->ac->data;
+    redis_source_cleanup(source);
+    /* the adapter's dispatch reads revents after a write that failed: clear it so
+     * that it does not go on to read from the context being freed */
+    rs->poll_fd.revents = 0;
+    unlist(c);
+    g_source_destroy(c->source);
+    g_source_unref(c->source);
+    g_main_context_unref(c->context);
+    g_free(c);
+}
+
+/* Queues `argv` ahead of everything else on a new connection; no callback. */
+static void queue(redisAsyncContext *ac, int argc, const char **argv)
+{
+    redisAsyncCommandArgv(ac, NULL, NULL, argc, argv, NULL);
+}
+
+/* The connection of context, made (and AUTH and SELECT queued) when needed; NULL
+ * with *error when it cannot even start. */
+static connection *connection_for(sluice__redis_backend *b, GMainContext *context, GError **error)
+{
+    sluice__redis_async *a = b->async;
+    g_mutex_lock(&a->lock);
+    connection *c = g_hash_table_lookup(a->connections, context);
+    if (c && c->pid != getpid()) { /* the parent's, after fork(): leave it alone */
+        g_hash_table_remove(a->connections, context);
+        c = NULL;
+    }
+    g_mutex_unlock(&a->lock);
+    if (c)
+        return c;
+
+    redisAsyncContext *ac = b->url.socket ? redisAsyncConnectUnix(b->url.socket)
+                                          : redisAsyncConnect(b->url.host, b->url.port);
+    if (!ac || ac->err) {
+        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND, "%s: connect: %s", b->what,
+                    ac ? ac->errstr : "out of memory");
+        if (ac)
+            redisAsyncFree(ac);
+        return NULL;
+    }
+    c = g_new0(connection, 1);
+    c->owner = a;
+    c->ac = ac;
+    c->context = g_main_context_ref(context);
+    c->pid = getpid();
+    ac->data = c;
+    c->source = redis_source_new(ac);
+    ac->ev.cleanup = cleanup; /* the adapter's, and ours after it */
+    g_source_attach(c->source, context);
+    if (b->url.password && b->url.user)
+        queue(ac, 3, (const char *[]){"AUTH", b->url.user, b->url.password});
+    else if (b->url.password)
+        queue(ac, 2, (const char *[]){"AUTH", b->url.password});
+    if (b->url.db != 0) {
+        g_autofree char *db = g_strdup_printf("%d", b->url.db);
+        queue(ac, 2, (const char *[]){"SELECT", db});
+    }
+    g_mutex_lock(&a->lock);
+    g_hash_table_replace(a->connections, context, c);
+    g_mutex_unlock(&a->lock);
+    return c;
+}
+
+/* ---- one decision ------------------------------------------------------------------- */
+
+static void request_release(request *r)
+{
+    if (--r->replies_due > 0 || !r->over)
+        return;
+    sluice__redis_keys_clear(&r->keys);
+    g_free(r);
+}
+
+/* Ends the request once, with a verdict or a failure (which done takes). */
+static void conclude(request *r, const sluice__verdict *v, GError *failure)
+{
+    if (r->over) {
+        g_clear_error(&failure);
+        return;
+    }
+    r->over = TRUE;
+    if (r->timer) {
+        g_source_destroy(r->timer);
+        g_clear_pointer(&r->timer, g_source_unref);
+    }
+    if (failure)
+        sluice__breaker_failure(&r->backend->breaker, r->trial, failure->message);
+    else
+        sluice__breaker_success(&r->backend->breaker);
+    r->done(v, failure, r->data);
+}
+
+static void on_reply(redisAsyncContext *ac, void *reply, void *p);
+
+static gboolean send_script(request *r)
+{
+    r->replies_due++;
+    if (redisAsyncCommandArgv(r->conn->ac, on_reply, r, SLUICE__REDIS_SCRIPT_ARGC, r->script.argv,
+                              NULL) == REDIS_OK)
+        return TRUE;
+    r->replies_due--;
+    return FALSE;
+}
+
+static GError *failed(const request *r, const char *why)
+{
+    return g_error_new(SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND, "%s: EVALSHA: %s",
+                       r->backend->what, why);
+}
+
+static void on_reply(redisAsyncContext *ac, void *reply, void *p)
+{
+    request *r = p;
+    redisReply *rr = reply;
+    sluice__verdict v;
+    const char *why;
+
+    if (r->over) {
+        /* timed out, or cancelled: nothing to tell */
+    } else if (!rr) {
+        conclude(r, NULL, failed(r, ac->err ? ac->errstr : "connection lost"));
+    } else if (sluice__redis_is_noscript(rr) && !r->retried) {
+        /* a flushed script cache or a new server: EVAL runs it and caches it */
+        r->retried = TRUE;
+        sluice__redis_script_use_eval(&r->script, r->algorithm);
+        if (!send_script(r))
+            conclude(r, NULL, failed(r, "cannot send"));
+    } else if (sluice__redis_script_verdict(rr, &v, &why)) {
+        conclude(r, &v, NULL);
+    } else {
+        conclude(r, NULL, failed(r, why));
+    }
+    request_release(r);
+}
+
+static gboolean timed_out(gpointer p)
+{
+    request *r = p;
+    connection *c = r->conn;
+    g_clear_pointer(&r->timer, g_source_unref);
+    /* a server that did not answer this will not answer the next: later calls
+     * (even those `done` makes) get a new connection */
+    unlist(c);
+    r->replies_due++; /* keep r until the connection has failed its commands */
+    conclude(r, NULL, failed(r, "timed out"));
+    redisAsyncFree(c->ac); /* fails every pending command, then frees c */
+    request_release(r);
+    return G_SOURCE_REMOVE;
+}
+
+void sluice__redis_decide_async(sluice__backend *backend, sluice__limiter *limiter,
+                                const sluice__rule *rule, const char *key, gint64 permits,
+                                gint64 reserve_us, GMainContext *context, sluice__decided_func done,
+                                gpointer data)
+{
+    sluice__redis_backend *b = (sluice__redis_backend *)backend;
+    GError *failure = NULL;
+    gboolean trial;
+
+    if (!sluice__breaker_allow(&b->breaker, &trial)) {
+        sluice__breaker_refuse(&b->breaker, &failure);
+        done(NULL, failure, data);
+        return;
+    }
+    connection *c = connection_for(b, context, &failure);
+    if (!c) {
+        sluice__breaker_failure(&b->breaker, trial, failure->message);
+        done(NULL, failure, data);
+        return;
+    }
+    request *r = g_new0(request, 1);
+    r->conn = c;
+    r->backend = b;
+    r->algorithm = rule->algorithm;
+    r->trial = trial;
+    r->done = done;
+    r->data = data;
+    sluice__redis_keys_build(&r->keys, b->prefix, limiter->name, key);
+    sluice__redis_script_init(&r->script, b->sha[rule->algorithm], rule, r->keys.state, r->keys.seq,
+                              "acquire", permits, reserve_us);
+    r->replies_due = 1; /* this function's own hold, released below */
+    if (!send_script(r)) {
+        conclude(r, NULL, failed(r, "cannot send"));
+        request_release(r);
+        return;
+    }
+    r->timer = g_timeout_source_new((guint)MAX(1, (b->timeout_us + 999) / 1000));
+    g_source_set_callback(r->timer, timed_out, r, NULL);
+    g_source_attach(r->timer, context);
+    request_release(r);
+}
+
+void sluice__redis_async_free(sluice__redis_async *a)
+{
+    if (!a)
+        return;
+    g_mutex_lock(&a->lock);
+    GList *all = g_hash_table_get_values(a->connections);
+    g_mutex_unlock(&a->lock);
+    for (GList *l = all; l; l = l->next) {
+        connection *c = l->data;
+        if (c->pid == getpid())
+            redisAsyncFree(c->ac); /* fails what is still pending, then frees c */
+    }
+    g_list_free(all);
+    g_hash_table_unref(a->connections);
+    g_mutex_clear(&a->lock);
+    g_free(a);
+}
