@@ -305,14 +305,40 @@ static int closed_port(void)
 
 /* ---- two instances, one Redis --------------------------------------------------------- */
 
+/* A redis-server and two instances of the service on one keyfile that points at it. */
+typedef struct {
+    test_redis *redis;
+    char *config;
+    service *both[2];
+    SoupSession *session;
+} pair;
+
+static void pair_start(pair *p)
+{
+    p->redis = test_redis_start(NULL);
+    g_autofree char *url = test_redis_url(p->redis);
+    p->config = shared_keyfile(url, "deny");
+    p->both[0] = service_start(p->config);
+    p->both[1] = service_start(p->config);
+    p->session = session_new();
+}
+
+/* Stops both instances (bounded, status 0) and the server; the instances' logs. */
+static void pair_stop(pair *p, char **log_a, char **log_b)
+{
+    g_object_unref(p->session);
+    *log_a = service_stop(p->both[0]);
+    *log_b = service_stop(p->both[1]);
+    test_redis_stop(p->redis);
+    g_free(p->config);
+}
+
 START_TEST(two_instances_share_the_export_limit_and_answer_429_with_headers)
 {
-    test_redis *redis = test_redis_start(NULL);
-    g_autofree char *url = test_redis_url(redis);
-    g_autofree char *config = shared_keyfile(url, "deny");
-    service *a = service_start(config), *b = service_start(config);
-    service *both[] = {a, b};
-    g_autoptr(SoupSession) session = session_new();
+    pair p;
+    pair_start(&p);
+    service *a = p.both[0], **both = p.both;
+    SoupSession *session = p.session;
 
     enum { SENT = 25 };
     reply r[SENT];
@@ -362,11 +388,10 @@ START_TEST(two_instances_share_the_export_limit_and_answer_429_with_headers)
         reply_clear(&r[i]);
 
     /* one log line per denial, on the instance that denied */
-    g_autofree char *log_a = service_stop(a);
-    g_autofree char *log_b = service_stop(b);
+    g_autofree char *log_a = NULL, *log_b = NULL;
+    pair_stop(&p, &log_a, &log_b);
     ck_assert_uint_eq(count(log_a, "denied: /export 127.0.0.1 (http.export): 429"), denied[0]);
     ck_assert_uint_eq(count(log_b, "denied: /export 127.0.0.1 (http.export): 429"), denied[1]);
-    test_redis_stop(redis);
 }
 END_TEST
 
@@ -385,15 +410,11 @@ static int by_time(gconstpointer a, gconstpointer b)
 
 START_TEST(uploads_in_flight_never_exceed_the_limit_across_instances)
 {
-    test_redis *redis = test_redis_start(NULL);
-    g_autofree char *url = test_redis_url(redis);
-    g_autofree char *config = shared_keyfile(url, "deny");
-    service *a = service_start(config), *b = service_start(config);
-    service *both[] = {a, b};
-    g_autoptr(SoupSession) session = session_new();
+    pair p;
+    pair_start(&p);
 
     enum { SENT = 12 };
-    reply *r = call_all(session, both, 2, "/upload?ms=1000", SENT);
+    reply *r = call_all(p.session, p.both, 2, "/upload?ms=1000", SENT);
     GArray *edges = g_array_new(FALSE, FALSE, sizeof(edge));
     guint ok = 0, denied = 0;
     for (int i = 0; i < SENT; i++) {
@@ -427,17 +448,16 @@ START_TEST(uploads_in_flight_never_exceed_the_limit_across_instances)
     ck_assert_uint_eq(ok + denied, SENT);
 
     /* the leases were given back: two more pass at once */
-    reply *again = call_all(session, both, 2, "/upload?ms=0", UPLOAD_LIMIT);
+    reply *again = call_all(p.session, p.both, 2, "/upload?ms=0", UPLOAD_LIMIT);
     for (int i = 0; i < UPLOAD_LIMIT; i++) {
         ck_assert_uint_eq(again[i].status, 200);
         reply_clear(&again[i]);
     }
     g_free(again);
-    g_autofree char *log_a = service_stop(a);
-    g_autofree char *log_b = service_stop(b);
+    g_autofree char *log_a = NULL, *log_b = NULL;
+    pair_stop(&p, &log_a, &log_b);
     ck_assert_uint_eq(count(log_a, "(http.upload): 429") + count(log_b, "(http.upload): 429"),
                       denied);
-    test_redis_stop(redis);
 }
 END_TEST
 
