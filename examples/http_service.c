@@ -7,8 +7,9 @@
  *   /upload?ms=N       concurrency: at most `limit` uploads in flight across every
  *                      instance that shares the Redis; the body takes N ms (0-10000)
  *
- * A denied call answers 429 with Retry-After and the RateLimit-* headers; a limiter
- * that fails while the keyfile says on_error = deny answers 503. A decision on the
+ * Allowed answers carry the RateLimit-* headers, denials (429) Retry-After too, all
+ * from the call's own decision (sluice_last_decision); a limiter that fails while
+ * the keyfile says on_error = deny answers 503. A decision on the
  * Redis backend is a blocking round trip, so the main loop never decides: it pauses
  * the message, a worker thread runs the decorated handler, and the main context
  * writes the answer. Only the main context touches a SoupServerMessage. */
@@ -66,28 +67,28 @@ static gboolean is_stopping(void)
 /* ---- answers that are not the body's ------------------------------------------- */
 
 /* 503: the limiter failed and on_error said deny (or the service is stopping). */
-static int unavailable(job *j, const char *name, const GError *error)
+static int unavailable(job *j, const char *name, const char *why)
 {
-    g_message("limiter failed: %s %s (%s): 503: %s", j->path, j->client, name,
-              error ? error->message : "stopping");
+    g_message("limiter failed: %s %s (%s): 503: %s", j->path, j->client, name, why);
     g_string_assign(j->body, "503 the rate limiter is unavailable, try again later\n");
     return SOUP_STATUS_SERVICE_UNAVAILABLE;
 }
 
-/* 429 for a denial by the limit `name` for `key`, with its headers. The decorators do
- * not hand the decision to the fallback, so this peeks (0 permits: consumes nothing)
- * for the limit's state now; a limiter failing here answers 503 instead. */
+/* The RateLimit-* headers of this call's admission (none for a name with no rule). */
+static void admitted(job *j)
+{
+    sluice_decision d;
+    if (sluice_last_decision(&d) == SLUICE_ALLOWED)
+        sluice_headers_from_decision(&d, &j->headers, NULL);
+}
+
+/* The fallback of the limit `name` for `key`: 429 with the headers of the denial,
+ * or 503 when the limiter failed and on_error said deny. */
 static int too_many(job *j, const char *name, const char *key)
 {
     sluice_decision d;
-    g_autoptr(GError) error = NULL;
-    if (sluice_acquire(name, key, 0, &d, &error) == SLUICE_ERROR)
-        return unavailable(j, name, error);
-    if (d.allowed) {
-        /* a permit came free since the denial: the client may retry at once */
-        d.allowed = FALSE;
-        d.retry_after_ms = 0;
-    }
+    if (sluice_last_decision(&d) == SLUICE_ERROR)
+        return unavailable(j, name, "on_error = deny");
     sluice_headers_from_decision(&d, &j->headers, NULL);
     const char *retry = "never";
     for (guint i = 0; i < j->headers.n; i++)
@@ -105,6 +106,7 @@ static int too_many(job *j, const char *name, const char *key)
 static int hello(job *j)
 {
     RATE_LIMITED("http.hello", return too_many(j, "http.hello", NULL));
+    admitted(j);
     g_string_assign(j->body, "hello\n");
     return SOUP_STATUS_OK;
 }
@@ -113,6 +115,7 @@ static int hello(job *j)
 static int export_report(job *j)
 {
     RATE_LIMITED_KEY("http.export", j->client, return too_many(j, "http.export", j->client));
+    admitted(j);
     g_string_printf(j->body, "export for %s: ready\n", j->client);
     return SOUP_STATUS_OK;
 }
@@ -121,6 +124,7 @@ static int export_report(job *j)
 static int login(job *j)
 {
     RATE_LIMITED_KEY("http.login", j->user, return too_many(j, "http.login", j->user));
+    admitted(j);
     g_string_printf(j->body, "welcome, %s\n", j->user);
     return SOUP_STATUS_OK;
 }
@@ -132,6 +136,7 @@ static int upload_failed(const GError *error, const sluice_decision *verdict, jo
 
 RATE_LIMITED_FUNCTION(int, upload, (job * j), (j), "http.upload", upload_busy, upload_failed)
 {
+    admitted(j);
     j->started_us = g_get_monotonic_time();
     gint64 until = j->started_us + j->upload_ms * 1000;
     g_mutex_lock(&stop_lock);
@@ -155,7 +160,7 @@ static int upload_failed(const GError *error, const sluice_decision *verdict, jo
         g_message("limiter failed: %s (http.upload): on_error allows: %s", j->path, error->message);
         return SLUICE_BODY(upload)(j);
     }
-    return unavailable(j, "http.upload", error);
+    return unavailable(j, "http.upload", error->message);
 }
 
 /* ---- the main context: requests in, answers out ---------------------------------- */
@@ -215,7 +220,7 @@ static void run(gpointer data, gpointer user_data)
 {
     (void)user_data;
     job *j = data;
-    j->status = is_stopping() ? (guint)unavailable(j, "-", NULL) : (guint)j->handler(j);
+    j->status = is_stopping() ? (guint)unavailable(j, "-", "stopping") : (guint)j->handler(j);
     g_main_context_invoke(main_context, respond, j);
 }
 

@@ -357,6 +357,9 @@ START_TEST(two_instances_share_the_export_limit_and_answer_429_with_headers)
         if (i < EXPORT_LIMIT) {
             ck_assert_msg(r[i].status == 200, "request %d: %u", i, r[i].status);
             ck_assert_ptr_null(r[i].retry_after);
+            /* one count for both instances */
+            ck_assert_str_eq(r[i].limit, G_STRINGIFY(EXPORT_LIMIT));
+            ck_assert_int_eq(g_ascii_strtoll(r[i].remaining, NULL, 10), EXPORT_LIMIT - 1 - i);
             ok[i % 2]++;
             continue;
         }
@@ -422,6 +425,7 @@ START_TEST(uploads_in_flight_never_exceed_the_limit_across_instances)
             ok++;
             ck_assert_int_gt(r[i].start_us, 0);
             ck_assert_int_ge(r[i].end_us, r[i].start_us + 1000 * 1000);
+            ck_assert_str_eq(r[i].limit, G_STRINGIFY(UPLOAD_LIMIT));
             g_array_append_val(edges, ((edge){r[i].start_us, +1}));
             g_array_append_val(edges, ((edge){r[i].end_us, -1}));
         } else {
