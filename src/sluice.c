@@ -279,6 +279,26 @@ void sluice_release(const char *name, const char *key, gint64 permits)
 
 /* ---- what the macros call ----------------------------------------------------- */
 
+/* The last decorated call's decision on this thread (sluice_last_decision): a
+ * flag for a call with no rule (one store on that path), the decision otherwise.
+ * The initial-exec model keeps the stores plain moves. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    gboolean unlimited;
+    int result;
+    sluice_decision decision;
+} last = {FALSE, SLUICE_ERROR, {FALSE, 0, 0, -1, 0}};
+
+int sluice_last_decision(sluice_decision *out)
+{
+    g_return_val_if_fail(out != NULL, SLUICE_ERROR);
+    if (last.unlimited) {
+        sluice__engine_unlimited(out);
+        return SLUICE_ALLOWED;
+    }
+    *out = last.decision;
+    return last.result;
+}
+
 int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *lease,
                   sluice_decision *verdict, GError **error)
 {
@@ -291,6 +311,7 @@ int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *
         return SLUICE__FAILED;
     }
     sluice__limiter *limiter = sluice__registry_limiter_of(descriptor);
+    last.unlimited = TRUE;
     if (G_UNLIKELY(!limiter) && !(limiter = sluice__registry_bind(descriptor)))
         return SLUICE__RUN; /* not initialized: no rules */
     if (!sluice__limiter_rule(limiter))
@@ -310,6 +331,9 @@ int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *
         r = sluice__engine_acquire(limiter, key, 1, -1, &d, &taken, &descriptor->priv_stats,
                                    &failure);
     }
+    last.unlimited = FALSE;
+    last.result = r;
+    last.decision = d;
     if (taken > 0) {
         lease->priv_limiter = limiter;
         lease->priv_key = key;

@@ -313,6 +313,78 @@ START_TEST(without_error_callback_the_policy_decides)
 }
 END_TEST
 
+/* ---- the decision a fallback answers with ---------------------------------------- */
+
+static sluice_decision seen;
+static int seen_result;
+
+static int remember(int answer)
+{
+    seen_result = sluice_last_decision(&seen);
+    return answer;
+}
+
+static int guarded_remembering(const char *user)
+{
+    RATE_LIMITED_KEY("perkey", user, return remember(0));
+    return remember(1);
+}
+
+static int degrade_remembering(int x)
+{
+    return remember(-x);
+}
+
+RATE_LIMITED_FUNCTION(int, doubled, (int x), (x), "two", degrade_remembering, NULL)
+{
+    return remember(x * 2);
+}
+
+static gpointer last_decision_of_a_new_thread(gpointer out)
+{
+    return GINT_TO_POINTER(sluice_last_decision(out));
+}
+
+START_TEST(fallbacks_and_bodies_see_the_decision_of_their_call)
+{
+    fixture_clock_start(1000000);
+    fixture_init("[sluice]\non_error = deny\n"
+                 "[limit:two]\nalgorithm = fixed_window\n"
+                 "limit = 2\nwindow = 10s\n[limit:perkey]\nalgorithm = sliding_log\n"
+                 "limit = 1\nwindow = 10s\n");
+    /* the guard's body sees its admission, its fallback the denial */
+    ck_assert_int_eq(guarded_remembering("alice"), 1);
+    ck_assert_int_eq(seen_result, SLUICE_ALLOWED);
+    ck_assert_decision(seen, TRUE, 1, 0, -1, 10000);
+    fixture_clock_advance_ms(2500);
+    ck_assert_int_eq(guarded_remembering("alice"), 0);
+    ck_assert_int_eq(seen_result, SLUICE_DENIED);
+    ck_assert_decision(seen, FALSE, 1, 0, 7500, 7500);
+    /* the definition form's degrade function too */
+    ck_assert_int_eq(doubled(1), 2);
+    ck_assert_int_eq(doubled(2), 4);
+    ck_assert_decision(seen, TRUE, 2, 0, -1, 10000);
+    ck_assert_int_eq(doubled(3), -3);
+    ck_assert_int_eq(seen_result, SLUICE_DENIED);
+    ck_assert_decision(seen, FALSE, 2, 0, 10000, 10000);
+    /* a name with no rule: not limited */
+    ck_assert_int_eq(unlimited(), 1);
+    sluice_decision d;
+    ck_assert_int_eq(sluice_last_decision(&d), SLUICE_ALLOWED);
+    ck_assert_decision(d, TRUE, G_MAXINT64, G_MAXINT64, -1, 0);
+    /* a failing limiter: SLUICE_ERROR and the on_error verdict (deny) */
+    sluice_testing_fail_backend(1, "down");
+    ck_assert_int_eq(guarded_remembering("bob"), 0);
+    ck_assert_int_eq(seen_result, SLUICE_ERROR);
+    ck_assert_decision(seen, FALSE, 1, 0, -1, 0);
+    /* each thread has its own: a new one has made no call */
+    GThread *t = g_thread_new("fresh", last_decision_of_a_new_thread, &d);
+    ck_assert_int_eq(GPOINTER_TO_INT(g_thread_join(t)), SLUICE_ERROR);
+    ck_assert_decision(d, FALSE, 0, 0, -1, 0);
+    sluice_shutdown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("macros");
@@ -329,6 +401,7 @@ int main(void)
     tcase_add_test(tc, concurrency_permit_is_released_when_the_body_returns);
     tcase_add_test(tc, error_callback_gets_the_error_and_the_policy_verdict);
     tcase_add_test(tc, without_error_callback_the_policy_decides);
+    tcase_add_test(tc, fallbacks_and_bodies_see_the_decision_of_their_call);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }

@@ -86,6 +86,17 @@ G_BEGIN_DECLS
 /* The undecorated body of a RATE_LIMITED_FUNCTION (static, same translation unit). */
 #define SLUICE_BODY(fn) fn##__sluice_body
 
+/* The decision of the last decorated call on this thread, as sluice_acquire would
+ * have given it. In a degrade function or a guard's fallback it is the denial that
+ * made it answer, and in a body the admission: enough for the Retry-After and
+ * RateLimit-* headers (sluice_headers_from_decision) without asking the limiter
+ * again. Returns SLUICE_ALLOWED, SLUICE_DENIED, or SLUICE_ERROR when the limiter
+ * failed (out->allowed is then the on_error verdict). A call whose name has no
+ * rule (or made before sluice_init) gives SLUICE_ALLOWED with limit and remaining
+ * G_MAXINT64; a thread that has made no decorated call gets SLUICE_ERROR and
+ * {FALSE, 0, 0, -1, 0}. out must not be NULL. */
+SLUICE_API int sluice_last_decision(sluice_decision *out);
+
 /* ---- what the macros call: not for direct use ---------------------------------- */
 
 typedef struct {

@@ -11,6 +11,7 @@
 #include <sluice/macros.h>
 #include <sluice/stats.h>
 #include <sluice/admin.h>
+#include <sluice/headers.h>
 
 #define SLUICE_VERSION_MAJOR 0
 #define SLUICE_VERSION_MINOR 1
