@@ -114,21 +114,24 @@ void sluice__watch_file(const char *p, const sluice__file_stamp *loaded,
         pthread_atfork(before_fork, after_fork_parent, after_fork_child);
         g_once_init_leave(&hooked, 1);
     }
-    if (p && !thread) {
-        stopping = FALSE;
+    if (p && !thread)
         thread = g_thread_new("sluice-watch", watch, NULL);
-    }
     g_mutex_unlock(&lock);
 }
 
 void sluice__watch_stop(void)
 {
     g_mutex_lock(&lock);
-    GThread *t = g_steal_pointer(&thread);
+    GThread *t = thread; /* stays set until joined: a reload the thread is making
+                          * meanwhile must not start another one */
     stopping = TRUE;
     g_cond_broadcast(&wake);
-    g_clear_pointer(&path, g_free);
     g_mutex_unlock(&lock);
     if (t)
         g_thread_join(t);
+    g_mutex_lock(&lock);
+    thread = NULL;
+    stopping = FALSE;
+    g_clear_pointer(&path, g_free);
+    g_mutex_unlock(&lock);
 }
