@@ -136,7 +136,8 @@ echo
 printf '%-42s %5s %12s %14s %14s\n' handler round requests/s "service µs/req" "redis µs/req"
 for r in $(seq "$ROUNDS"); do
     for i in 0 1; do
-        read -r rps svc red <<<"$(run "$DURATION" "${paths[$i]}")"
+        result=$(run "$DURATION" "${paths[$i]}") # a failed run ends the script here
+        read -r rps svc red <<<"$result"
         printf '%-42s %5s %12s %14s %14s\n' "${names[$i]}" "$r" "$rps" "$svc" "$red"
         [ "$rps" -gt "${best[$i]}" ] && best[$i]=$rps
         cpu[$i]="${cpu[$i]} $svc"
