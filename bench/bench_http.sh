@@ -14,7 +14,7 @@ ROUNDS=${ROUNDS:-5}         # rounds of each handler, alternating
 DURATION=${DURATION:-5s}    # each wrk run
 CONNECTIONS=${CONNECTIONS:-32}
 THREADS=${THREADS:-2}       # wrk threads
-WORKERS=${WORKERS:-16}      # the service's worker threads
+WORKERS=${WORKERS:-4}       # the service's worker threads (see bench/README.md)
 TARGET=0.80
 
 for tool in wrk redis-server redis-cli "$service"; do
