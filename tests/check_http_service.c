@@ -62,6 +62,21 @@ static int wait_exit(GPid pid, int limit_ms)
     return -1;
 }
 
+/* The test's environment, plus what LeakSanitizer needs to tell libsoup's own leaks
+ * (tests/lsan_libsoup.supp) from the service's: full stacks through GLib. */
+static char **service_environment(void)
+{
+    char **env = g_get_environ();
+    const char *asan = g_environ_getenv(env, "ASAN_OPTIONS");
+    const char *lsan = g_environ_getenv(env, "LSAN_OPTIONS");
+    g_autofree char *a =
+        g_strdup_printf("%s%sfast_unwind_on_malloc=0", asan ? asan : "", asan ? ":" : "");
+    g_autofree char *l = g_strdup_printf("%s%ssuppressions=%s/tests/lsan_libsoup.supp",
+                                         lsan ? lsan : "", lsan ? ":" : "", SLUICE_SOURCE_DIR);
+    env = g_environ_setenv(env, "ASAN_OPTIONS", a, TRUE);
+    return g_environ_setenv(env, "LSAN_OPTIONS", l, TRUE);
+}
+
 /* Spawns the service with these arguments (NULL-ended); stdout is a pipe, stderr a file. */
 static service *spawn(const char *const *args)
 {
@@ -74,9 +89,11 @@ static service *spawn(const char *const *args)
     int log_fd = g_file_open_tmp("sluice-http-XXXXXX.log", &s->log_path, NULL);
     ck_assert_int_ge(log_fd, 0);
     GError *error = NULL;
+    g_auto(GStrv) env = service_environment();
     gboolean ok = g_spawn_async_with_pipes_and_fds(
-        NULL, (const char *const *)argv->pdata, NULL, G_SPAWN_DO_NOT_REAP_CHILD, die_with_parent,
-        NULL, -1, -1, log_fd, NULL, NULL, 0, &s->pid, NULL, &s->out_fd, NULL, &error);
+        NULL, (const char *const *)argv->pdata, (const char *const *)env, G_SPAWN_DO_NOT_REAP_CHILD,
+        die_with_parent, NULL, -1, -1, log_fd, NULL, NULL, 0, &s->pid, NULL, &s->out_fd, NULL,
+        &error);
     close(log_fd);
     g_ptr_array_free(argv, TRUE);
     ck_assert_msg(ok, "cannot start %s: %s", SLUICE_HTTP_SERVICE, ok ? "" : error->message);
