@@ -397,6 +397,8 @@ err:
     while (g_main_context_iteration(main_context, FALSE))
         ; /* the answers of the last jobs: their messages are freed */
     g_clear_object(&server);
+    while (g_main_context_iteration(main_context, FALSE))
+        ; /* libsoup closes the server's connections from idles */
     g_clear_pointer(&loop, g_main_loop_unref);
     sluice_shutdown();
     g_free(config_path);
