@@ -3,9 +3,9 @@
  * GLib 2.74 implements GMutex, GRWLock and GCond with futexes and atomics inside
  * libglib, which is not instrumented, so TSan sees none of their ordering and
  * would report every access that a GMutex protects as a race. Linked into each
- * test program of a TSan build, this file defines the GLib lock functions that
- * sluice and the tests use: each calls GLib's own (found with dlsym RTLD_NEXT)
- * and tells TSan what it did with the mutex annotations of
+ * program of a TSan build (the test suites and the sluice command), this file
+ * defines the GLib lock functions that sluice and the tests use: each calls GLib's own (found with
+ * dlsym RTLD_NEXT) and tells TSan what it did with the mutex annotations of
  * <sanitizer/tsan_interface.h>, exactly as TSan's own pthread_mutex interceptors
  * do. The program's definitions come first in symbol lookup, so libsluice.so's
  * calls land here too. Nothing is suppressed: a race on data that no lock guards
