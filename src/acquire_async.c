@@ -24,12 +24,15 @@ typedef struct {
     gint64 start;             /* for the stats */
     gboolean waited, finished;
     gboolean asking; /* an ask is in flight */
+    gint epoch;      /* sluice_shutdowns before it started */
     GSource *timer;  /* the pending retry, or the reservation's due time */
     GSource *cancel; /* fires on the task's context when cancelled */
     gboolean waiting_for_release;
     sluice_decision decision;
 } request;
 
+static gint epoch;             /* atomic: bumped by sluice_shutdown; a request of an older
+                                * epoch must not touch its limiter or rule again */
 static GMutex release_lock;    /* guards release_waiters */
 static GList *release_waiters; /* GTask * (a reference each): concurrency waiters */
 
@@ -41,13 +44,16 @@ static void request_free(gpointer p)
 }
 
 static void step(GTask *task);
+/* TRUE (and the task completed with an error) when sluice_shutdown ran since the
+ * request started: its limiter and rule are gone. */
+static gboolean outlived(GTask *task);
 
 /* ---- waking concurrency waiters when permits are given back --------------------- */
 
 static gboolean retry_now(gpointer task)
 {
     request *r = g_task_get_task_data(task);
-    if (!r->finished && !r->asking)
+    if (!r->finished && !r->asking && !outlived(task))
         step(task);
     return G_SOURCE_REMOVE;
 }
@@ -108,6 +114,10 @@ static void stop_waiting_for_release(GTask *task)
 static void finish(GTask *task, sluice__outcome outcome, GError *failure)
 {
     request *r = g_task_get_task_data(task);
+    if (outlived(task)) {
+        g_clear_error(&failure);
+        return;
+    }
     r->finished = TRUE;
     if (r->timer) {
         g_source_destroy(r->timer);
@@ -130,6 +140,32 @@ static void finish(GTask *task, sluice__outcome outcome, GError *failure)
         g_task_return_int(task, code);
 }
 
+static gboolean outlived(GTask *task)
+{
+    request *r = g_task_get_task_data(task);
+    if (r->finished || r->epoch == g_atomic_int_get(&epoch))
+        return FALSE;
+    r->finished = TRUE;
+    if (r->timer) {
+        g_source_destroy(r->timer);
+        g_clear_pointer(&r->timer, g_source_unref);
+    }
+    if (r->cancel) {
+        g_source_destroy(r->cancel);
+        g_clear_pointer(&r->cancel, g_source_unref);
+    }
+    r->decision = (sluice_decision){FALSE, 0, 0, -1, 0};
+    g_task_return_new_error(task, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
+                            "sluice_shutdown was called before the decision was made");
+    return TRUE;
+}
+
+void sluice__async_shutdown(void)
+{
+    g_atomic_int_inc(&epoch);
+    released(); /* waiters retry on their contexts, and find themselves outlived */
+}
+
 static gboolean cancelled(GCancellable *cancellable, gpointer task)
 {
     (void)cancellable;
@@ -146,7 +182,7 @@ static gboolean timer_fired(gpointer task)
 {
     request *r = g_task_get_task_data(task);
     g_clear_pointer(&r->timer, g_source_unref);
-    if (r->finished)
+    if (r->finished || outlived(task))
         return G_SOURCE_REMOVE;
     if (r->decision.allowed) /* a reservation that is now due */
         finish(task, SLUICE__OUTCOME_ALLOWED, NULL);
@@ -177,6 +213,11 @@ static void asked(const sluice__verdict *v, GError *failure, gpointer task)
 {
     request *r = g_task_get_task_data(task);
     r->asking = FALSE;
+    if (outlived(task)) {
+        g_clear_error(&failure);
+        g_object_unref(task);
+        return;
+    }
     if (r->finished) { /* cancelled meanwhile: give back what came too late */
         if (!failure && v->leased > 0)
             sluice__engine_give_back(r->limiter, r->key, v->leased);
@@ -249,6 +290,7 @@ void sluice_acquire_async(const char *name, const char *key, gint64 permits,
     }
     r->limiter = limiter;
     r->rule = rule;
+    r->epoch = g_atomic_int_get(&epoch);
     r->key = rule->per_key ? g_strdup(key) : NULL;
     r->permits = permits;
     r->wait_us = rule->shadow ? 0 : rule->wait_us;

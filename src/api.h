@@ -21,4 +21,8 @@ gboolean sluice__check_name(const char *name, GError **error);
  * else FALSE with *error (SLUICE_ERROR_INVALID_ARGUMENT). */
 gboolean sluice__check_path(const char *path, GError **error);
 
+/* sluice_shutdown: asynchronous decisions still out end with
+ * SLUICE_ERROR_NOT_INITIALIZED on their own contexts, touching nothing freed. */
+void sluice__async_shutdown(void);
+
 #endif

@@ -161,8 +161,10 @@ void sluice_shutdown(void)
 {
     sluice__watch_stop(); /* first: its thread takes the lifecycle lock */
     g_mutex_lock(&lifecycle);
-    sluice__registry_clear();
-    sluice__engine_set_backends(NULL, NULL);
+    /* asynchronous requests still out end with an error; a remote backend fails
+     * its pending ones as it is freed, while their rules and limiters still exist
+     * (and the memory backend, for on_error = local) */
+    sluice__async_shutdown();
     for (guint i = 0; retired && i < retired->len; i++) {
         sluice__backend *b = g_ptr_array_index(retired, i);
         b->funcs->free(b);
@@ -171,6 +173,8 @@ void sluice_shutdown(void)
     if (remote)
         remote->funcs->free(remote);
     remote = NULL;
+    sluice__engine_set_backends(NULL, NULL);
+    sluice__registry_clear();
     g_clear_pointer(&remote_settings, sluice__secret_free);
     if (memory)
         memory->funcs->free(memory);

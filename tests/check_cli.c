@@ -81,7 +81,7 @@ static char *keyfile(const char *contents)
     freeReplyObject(test_redis_command(fixture_redis(), "FLUSHALL"));
     g_autofree char *url = test_redis_url(fixture_redis());
     g_autofree char *with =
-        g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\n%s", url, contents);
+        g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\ntimeout = 2s\n%s", url, contents);
     return fixture_write_keyfile(with);
 }
 
