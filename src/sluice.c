@@ -161,8 +161,10 @@ void sluice_shutdown(void)
 {
     sluice__watch_stop(); /* first: its thread takes the lifecycle lock */
     g_mutex_lock(&lifecycle);
-    sluice__registry_clear();
-    sluice__engine_set_backends(NULL, NULL);
+    /* The remote backends go first, while the rules are registered and the memory
+     * backend serves on_error = local: freeing one fails its asynchronous requests
+     * still in flight, and their on_error verdicts need both. */
+    sluice__engine_set_backends(NULL, memory);
     for (guint i = 0; retired && i < retired->len; i++) {
         sluice__backend *b = g_ptr_array_index(retired, i);
         b->funcs->free(b);
@@ -171,6 +173,8 @@ void sluice_shutdown(void)
     if (remote)
         remote->funcs->free(remote);
     remote = NULL;
+    sluice__registry_clear();
+    sluice__engine_set_backends(NULL, NULL);
     g_clear_pointer(&remote_settings, sluice__secret_free);
     if (memory)
         memory->funcs->free(memory);
