@@ -186,6 +186,29 @@ START_TEST(test_cancellation_completes_at_once)
 }
 END_TEST
 
+/* sluice_shutdown while a decision is on its way to Redis: the request ends with
+ * SLUICE_ERROR_NOT_INITIALIZED, delivered later on its context, and touches nothing
+ * that shutdown freed (a use-after-free that ASan and TSan found). On memory the
+ * decision was made before sluice_acquire_async returned. */
+START_TEST(test_shutdown_with_a_request_in_flight)
+{
+    start();
+    fixture_init("[sluice]\non_error = local\n[limit:api]\nlimit = 1\nwindow = 1h\n");
+    result r = {0};
+    sluice_acquire_async("api", NULL, 1, NULL, on_done, &r);
+    sluice_shutdown();
+    run_until(1, 3000);
+    if (fixture_on_redis()) {
+        ck_assert_int_eq(r.code, SLUICE_ERROR);
+        ck_assert(g_error_matches(r.error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED));
+        ck_assert(!r.d.allowed);
+    } else {
+        ck_assert_int_eq(r.code, SLUICE_ALLOWED);
+    }
+    g_clear_error(&r.error);
+}
+END_TEST
+
 START_TEST(test_bad_arguments_no_rule_and_backend_failure)
 {
     start();
@@ -279,6 +302,7 @@ int main(void)
     tcase_add_test(tc, test_exact_answers_on_the_test_clock);
     tcase_add_test(tc, test_a_concurrency_waiter_wakes_on_release_and_the_loop_keeps_serving);
     tcase_add_test(tc, test_cancellation_completes_at_once);
+    tcase_add_test(tc, test_shutdown_with_a_request_in_flight);
     tcase_add_test(tc, test_bad_arguments_no_rule_and_backend_failure);
     tcase_add_test(tc, test_a_hung_redis_does_not_stall_the_loop);
     suite_add_tcase(s, tc);
