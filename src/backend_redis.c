@@ -327,7 +327,7 @@ static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__r
     }
     gint64 deadline = g_get_monotonic_time() + b->timeout_us;
     g_auto(sluice__redis_keys) keys = {NULL, NULL};
-    sluice__redis_keys_build(&keys, b->prefix, limiter->name, key);
+    sluice__redis_keys_build(&keys, b->prefixes[rule->algorithm], limiter->name, key);
     redisReply *reply = NULL;
     for (int attempt = 0; !reply && attempt < 2; attempt++) {
         g_clear_error(&failure);
@@ -369,7 +369,8 @@ static void redis_give_back(sluice__backend *backend, sluice__limiter *limiter,
                 limiter->name, permits, error->message);
 }
 
-/* DEL of the state key and its :seq key; the breaker is not consulted, so an
+/* DEL of the state key and its :seq key under every algorithm's prefix (state an
+ * earlier algorithm left goes too); the breaker is not consulted, so an
  * operator's reset reaches a server that has just come back. */
 static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, const char *key,
                             GError **error)
@@ -379,10 +380,18 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
     gint64 deadline = g_get_monotonic_time() + b->timeout_us;
     connection *c = connection_for(b, deadline, FALSE, &failure);
     if (c) {
-        g_auto(sluice__redis_keys) keys = {NULL, NULL};
-        sluice__redis_keys_build(&keys, b->prefix, limiter->name, key);
-        const char *del[] = {"DEL", keys.state, keys.seq};
-        if (command(b, c, deadline, SLUICE_ERROR_BACKEND, &failure, 3, del))
+        sluice__redis_keys keys[ALGORITHMS];
+        const char *del[1 + 2 * ALGORITHMS] = {"DEL"};
+        for (int i = 0; i < ALGORITHMS; i++) {
+            sluice__redis_keys_build(&keys[i], b->prefixes[i], limiter->name, key);
+            del[1 + 2 * i] = keys[i].state;
+            del[2 + 2 * i] = keys[i].seq;
+        }
+        gboolean ok =
+            command(b, c, deadline, SLUICE_ERROR_BACKEND, &failure, G_N_ELEMENTS(del), del);
+        for (int i = 0; i < ALGORITHMS; i++)
+            sluice__redis_keys_clear(&keys[i]);
+        if (ok)
             return TRUE;
         /* command() dropped the connection if it broke */
     }
@@ -402,6 +411,8 @@ static void redis_free(sluice__backend *backend)
     for (int i = 0; i < ALGORITHMS; i++)
         g_free(b->sha[i]);
     g_free(b->prefix);
+    for (int i = 0; i < ALGORITHMS; i++)
+        g_free(b->prefixes[i]);
     g_free(b->what);
     g_free(b);
 }
@@ -431,6 +442,9 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
     if (!b->url.password && config->redis_password) /* password_file, $SLUICE_REDIS_PASSWORD */
         b->url.password = g_strdup(config->redis_password);
     b->prefix = g_strdup(config->key_prefix);
+    static const char *const tags[ALGORITHMS] = {"fw", "sl", "sw", "tb", "gc", "cc"};
+    for (int i = 0; i < ALGORITHMS; i++)
+        b->prefixes[i] = g_strconcat(config->key_prefix, tags[i], ":", NULL);
     b->timeout_us = config->timeout_us;
     b->what = b->url.socket ? g_strdup_printf("redis %s", b->url.socket)
                             : g_strdup_printf("redis %s:%d", b->url.host, b->url.port);

@@ -258,7 +258,7 @@ void sluice__redis_decide_async(sluice__backend *backend, sluice__limiter *limit
     r->trial = trial;
     r->done = done;
     r->data = data;
-    sluice__redis_keys_build(&r->keys, b->prefix, limiter->name, key);
+    sluice__redis_keys_build(&r->keys, b->prefixes[rule->algorithm], limiter->name, key);
     sluice__redis_script_init(&r->script, b->sha[rule->algorithm], rule, r->keys.state, r->keys.seq,
                               "acquire", permits, reserve_us);
     r->replies_due = 1; /* this function's own hold, released below */

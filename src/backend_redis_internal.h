@@ -16,6 +16,9 @@ typedef struct {
     sluice__backend base;
     sluice__redis_url url;
     char *prefix;
+    /* key_prefix and the algorithm's tag ("sluice:sw:"): a limit whose algorithm a
+     * reload changes starts on fresh keys instead of reading another's state */
+    char *prefixes[SLUICE__ALGORITHMS];
     gint64 timeout_us;
     char *what; /* "redis 127.0.0.1:6379", for messages (never the password) */
     char *sha[SLUICE__ALGORITHMS];

@@ -132,7 +132,7 @@ START_TEST(keys_written_on_the_injected_clock_outlive_their_window_in_real_time)
     fixture_clock_start(5000000);
     fixture_init("[limit:short]\nalgorithm = fixed_window\nlimit = 2\nwindow = 20ms\n");
     ck_assert_int_eq(sluice_acquire("short", NULL, 2, NULL, NULL), SLUICE_ALLOWED);
-    redisReply *r = test_redis_command(fixture_redis(), "PTTL sluice:{5:short:}");
+    redisReply *r = test_redis_command(fixture_redis(), "PTTL sluice:fw:{5:short:}");
     ck_assert_int_ge(r->integer, 3599000);
     freeReplyObject(r);
     g_usleep(60000);

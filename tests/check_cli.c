@@ -483,7 +483,7 @@ START_TEST(replay_leaves_no_key_behind_and_never_touches_the_live_limits)
     ck_assert_int_eq(r->status, 0);
     ck_assert_str_eq(r->out, replayed); /* alice starts full in the replay */
     ck_assert_int_eq(redis_integer("DBSIZE"), 1);
-    ck_assert_int_eq(redis_integer("EXISTS sluice:{3:api:alice}"), 1);
+    ck_assert_int_eq(redis_integer("EXISTS sluice:fw:{3:api:alice}"), 1);
     g_autoptr(result) status = sluice("status", "-c", path, "api", "-k", "alice", NULL);
     ck_assert(strstr(status->out, " remaining=1 "));
 

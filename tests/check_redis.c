@@ -131,10 +131,11 @@ START_TEST(keys_carry_a_ttl_and_vanish_when_idle)
     ck_assert_int_eq(sluice_acquire("t", "alice", 1, NULL, NULL), SLUICE_ALLOWED);
     redisReply *keys = test_redis_command(fixture_redis(), "KEYS *");
     ck_assert_int_eq(keys->elements, 1);
-    /* one key per limit and caller, with the hash tag around name and key */
-    ck_assert_str_eq(keys->element[0]->str, "sluice:{1:t:alice}");
+    /* one key per limit and caller: prefix, the algorithm's tag, and the hash tag
+     * around name and key */
+    ck_assert_str_eq(keys->element[0]->str, "sluice:fw:{1:t:alice}");
     freeReplyObject(keys);
-    long long ttl = integer_of(test_redis_command(fixture_redis(), "PTTL sluice:{1:t:alice}"));
+    long long ttl = integer_of(test_redis_command(fixture_redis(), "PTTL sluice:fw:{1:t:alice}"));
     ck_assert_int_gt(ttl, 0);
     ck_assert_int_le(ttl, 201);
     g_usleep(400000);
@@ -149,13 +150,15 @@ START_TEST(calls_for_thousands_of_permits_log_one_member_each)
     fixture_init("[limit:log]\nalgorithm = sliding_log\nlimit = 2500\nwindow = 1m\n"
                  "[limit:cc]\nalgorithm = concurrency\nlimit = 1500\n");
     ck_assert_int_eq(sluice_acquire("log", NULL, 2500, &d, NULL), SLUICE_ALLOWED);
-    ck_assert_int_eq(integer_of(test_redis_command(fixture_redis(), "ZCARD sluice:{3:log:}")),
+    ck_assert_int_eq(integer_of(test_redis_command(fixture_redis(), "ZCARD sluice:sl:{3:log:}")),
                      2500);
     ck_assert_int_eq(sluice_acquire("log", NULL, 1, &d, NULL), SLUICE_DENIED);
     ck_assert_int_eq(sluice_acquire("cc", NULL, 1500, &d, NULL), SLUICE_ALLOWED);
-    ck_assert_int_eq(integer_of(test_redis_command(fixture_redis(), "ZCARD sluice:{2:cc:}")), 1500);
+    ck_assert_int_eq(integer_of(test_redis_command(fixture_redis(), "ZCARD sluice:cc:{2:cc:}")),
+                     1500);
     sluice_release("cc", NULL, 1500);
-    ck_assert_int_eq(integer_of(test_redis_command(fixture_redis(), "EXISTS sluice:{2:cc:}")), 0);
+    ck_assert_int_eq(integer_of(test_redis_command(fixture_redis(), "EXISTS sluice:cc:{2:cc:}")),
+                     0);
     ck_assert_int_eq(sluice_acquire("cc", NULL, 0, &d, NULL), SLUICE_ALLOWED);
     ck_assert_int_eq(d.remaining, 1500);
     sluice_shutdown();
@@ -163,6 +166,7 @@ START_TEST(calls_for_thousands_of_permits_log_one_member_each)
 END_TEST
 
 static const char *const algorithms[] = {"fixed_window", "sliding_window", "token_bucket", "gcra"};
+static const char *const tags[] = {"fw", "sw", "tb", "gc"};
 
 START_TEST(memory_per_key_stays_small_whatever_the_limit)
 {
@@ -170,8 +174,8 @@ START_TEST(memory_per_key_stays_small_whatever_the_limit)
         "[limit:m]\nalgorithm = %s\nlimit = 1000000\nwindow = 1000s\n", algorithms[_i]);
     fixture_init(ini);
     ck_assert_int_eq(sluice_acquire("m", "user-123456", 999, NULL, NULL), SLUICE_ALLOWED);
-    long long bytes =
-        integer_of(test_redis_command(fixture_redis(), "MEMORY USAGE sluice:{1:m:user-123456}"));
+    long long bytes = integer_of(
+        test_redis_command(fixture_redis(), "MEMORY USAGE sluice:%s:{1:m:user-123456}", tags[_i]));
     ck_assert_msg(bytes < 150, "%s: %lld bytes per key", algorithms[_i], bytes);
     sluice_shutdown();
 }

@@ -230,6 +230,23 @@ START_TEST(test_unchanged_rule_keeps_its_state)
 }
 END_TEST
 
+/* A new algorithm keeps state another way: it starts afresh, on Redis too (its keys
+ * carry the algorithm, so a sorted set is never read as a string). */
+START_TEST(test_a_new_algorithm_starts_afresh)
+{
+    start("[sluice]\nreload = false\n" RULE(2));
+    sluice_decision d;
+    ck_assert_int_eq(sluice_acquire("api", NULL, 2, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(sluice_acquire("api", NULL, 1, &d, NULL), SLUICE_DENIED);
+    write_in_place(path, "[sluice]\nreload = false\n"
+                         "[limit:api]\nalgorithm = sliding_log\nlimit = 2\nwindow = 1h\n");
+    ck_assert(sluice_reload(NULL));
+    g_autoptr(GError) error = NULL;
+    ck_assert_int_eq(sluice_acquire("api", NULL, 2, &d, &error), SLUICE_ALLOWED);
+    ck_assert_ptr_null(error);
+}
+END_TEST
+
 START_TEST(test_reload_false_stops_watching)
 {
     start("[sluice]\nreload = false\n" RULE(5));
@@ -318,6 +335,7 @@ int main(void)
     tcase_add_test(tc, test_symlink_swap_applies);
     tcase_add_test(tc, test_broken_file_is_refused_and_logged);
     tcase_add_test(tc, test_unchanged_rule_keeps_its_state);
+    tcase_add_test(tc, test_a_new_algorithm_starts_afresh);
     tcase_add_test(tc, test_reload_false_stops_watching);
     tcase_add_test(tc, test_four_threads_see_the_new_limit_within_a_second);
     suite_add_tcase(s, tc);
