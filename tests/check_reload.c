@@ -7,8 +7,8 @@
 
 /* How long a save may take to apply (the issue's bound), and how long a test waits
  * for something that must not happen. */
-#define APPLY_MS 1000
-#define QUIET_MS 1200
+#define APPLY_MS (1000 * fixture_time_scale()) /* ×N under valgrind */
+#define QUIET_MS (1200 * fixture_time_scale())
 
 static char *dir;  /* a directory of the test's own */
 static char *path; /* the keyfile sluice watches, in dir */
@@ -312,7 +312,7 @@ START_TEST(test_four_threads_see_the_new_limit_within_a_second)
     l.saved_at = g_get_monotonic_time();
     g_atomic_int_set(&l.armed, 1);
     write_by_rename(path, "[limit:api]\nalgorithm = token_bucket\nlimit = 200000\nwindow = 1s\n");
-    for (int i = 0; i < 300 && !all_seen(&l); i++) /* up to 3 s */
+    for (gint64 i = 0; i < 3 * APPLY_MS / 10 && !all_seen(&l); i++) /* up to 3 s, ×N */
         g_usleep(10 * 1000);
     g_atomic_int_set(&l.stop, 1);
     for (int i = 0; i < THREADS; i++)

@@ -109,6 +109,13 @@ gint64 fixture_clock_now(void)
     return fake_now;
 }
 
+gint64 fixture_time_scale(void)
+{
+    const char *v = g_getenv("SLUICE_TEST_TIME_SCALE");
+    gint64 scale = v ? g_ascii_strtoll(v, NULL, 10) : 1;
+    return scale >= 1 ? scale : 1;
+}
+
 guint fixture_clock_sleeps(void)
 {
     return sleeps;

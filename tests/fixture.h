@@ -35,6 +35,11 @@ gint64 fixture_clock_now(void);
 /* How many times a waiting caller slept on the fake clock, and until when last. */
 guint fixture_clock_sleeps(void);
 
+/* How many times slower than normal the suite runs: $SLUICE_TEST_TIME_SCALE (a
+ * whole number, 1 when unset; `scripts/test --valgrind` sets it). Bounds on real
+ * time that a slow-down stretches are multiplied by it. */
+gint64 fixture_time_scale(void);
+
 /* The monotonic time (µs) and how long this thread has waited for a CPU while it
  * was runnable (µs, the run-queue delay of /proc/thread-self/schedstat; 0 where
  * the kernel does not say), read together: no wait falls between the two. A time
