@@ -108,6 +108,19 @@ static void stop_waiting_for_release(GTask *task)
         g_object_unref(task);
 }
 
+/* Removes the request's timer and cancellation sources from its context. */
+static void drop_sources(request *r)
+{
+    if (r->timer) {
+        g_source_destroy(r->timer);
+        g_clear_pointer(&r->timer, g_source_unref);
+    }
+    if (r->cancel) {
+        g_source_destroy(r->cancel);
+        g_clear_pointer(&r->cancel, g_source_unref);
+    }
+}
+
 /* ---- finishing ------------------------------------------------------------------- */
 
 /* Completes the task once: with `outcome` (failure NULL) or with failure. */
@@ -119,14 +132,7 @@ static void finish(GTask *task, sluice__outcome outcome, GError *failure)
         return;
     }
     r->finished = TRUE;
-    if (r->timer) {
-        g_source_destroy(r->timer);
-        g_clear_pointer(&r->timer, g_source_unref);
-    }
-    if (r->cancel) {
-        g_source_destroy(r->cancel);
-        g_clear_pointer(&r->cancel, g_source_unref);
-    }
+    drop_sources(r);
     stop_waiting_for_release(task);
     if (failure && failure->domain == G_IO_ERROR) { /* cancelled: no decision was made */
         r->decision = (sluice_decision){FALSE, 0, 0, -1, 0};
@@ -146,14 +152,7 @@ static gboolean outlived(GTask *task)
     if (r->finished || r->epoch == g_atomic_int_get(&epoch))
         return FALSE;
     r->finished = TRUE;
-    if (r->timer) {
-        g_source_destroy(r->timer);
-        g_clear_pointer(&r->timer, g_source_unref);
-    }
-    if (r->cancel) {
-        g_source_destroy(r->cancel);
-        g_clear_pointer(&r->cancel, g_source_unref);
-    }
+    drop_sources(r);
     r->decision = (sluice_decision){FALSE, 0, 0, -1, 0};
     g_task_return_new_error(task, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
                             "sluice_shutdown was called before the decision was made");

@@ -257,25 +257,11 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
     if (rule->shadow)
         wait_us = 0;
 
-    /* in process a decision costs about two clock reads: time one in eight */
-    gboolean timed =
-        g_atomic_pointer_get(&backend) != g_atomic_pointer_get(&local) || sluice__stats_sample();
-    gint64 start = timed ? sluice__stats_clock_ns() : 0;
+    gint64 start = sluice__engine_timing_start();
     gboolean waited = FALSE;
     sluice__outcome outcome =
         decide(limiter, rule, key, permits, wait_us, out, taken, &waited, error);
-    gint64 elapsed = timed ? sluice__stats_clock_ns() - start : -1;
-    sluice__stats_count(&limiter->stats, outcome, waited, elapsed);
-    if (site)
-        sluice__stats_count(site, outcome, waited, elapsed);
-    switch (outcome) {
-    case SLUICE__OUTCOME_ERROR:
-        return SLUICE_ERROR;
-    case SLUICE__OUTCOME_DENIED:
-        return SLUICE_DENIED;
-    default:
-        return SLUICE_ALLOWED;
-    }
+    return sluice__engine_count(limiter, site, outcome, waited, start);
 }
 
 void sluice__engine_give_back(sluice__limiter *limiter, const char *key, gint64 permits)

@@ -243,8 +243,6 @@ END_TEST
  * and decisions go back to Redis once it answers again. */
 START_TEST(test_a_hung_redis_does_not_stall_the_loop)
 {
-    if (!fixture_on_redis())
-        return; /* the memory backend cannot hang; check_async_redis runs this */
     start();
     fixture_init("[sluice]\ntimeout = 100ms\non_error = deny\n"
                  "[limit:api]\nalgorithm = fixed_window\nlimit = 1000\nwindow = 1h\n");
@@ -304,7 +302,8 @@ int main(void)
     tcase_add_test(tc, test_cancellation_completes_at_once);
     tcase_add_test(tc, test_shutdown_with_a_request_in_flight);
     tcase_add_test(tc, test_bad_arguments_no_rule_and_backend_failure);
-    tcase_add_test(tc, test_a_hung_redis_does_not_stall_the_loop);
+    if (fixture_on_redis()) /* the memory backend cannot hang */
+        tcase_add_test(tc, test_a_hung_redis_does_not_stall_the_loop);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }

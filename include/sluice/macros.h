@@ -118,7 +118,10 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
 
 #define SLUICE__DESCRIPTOR(name, function)                                                         \
     {                                                                                              \
-        (name), __FILE__, __LINE__, (function), NULL, NULL, 0, {0}                                \
+        (name), __FILE__, __LINE__, (function), NULL, NULL, 0,                                     \
+        {                                                                                          \
+            0                                                                                      \
+        }                                                                                          \
     }
 #define SLUICE__LEASE(var)                                                                         \
     __attribute__((cleanup(sluice__leave))) sluice_lease var = {NULL, NULL, 0}
