@@ -11,6 +11,7 @@
 #define SLUICE__ALGORITHMS 6
 
 typedef struct sluice__redis_async sluice__redis_async;
+typedef struct sluice__redis_link sluice__redis_link;
 
 typedef struct {
     sluice__backend base;
@@ -23,7 +24,7 @@ typedef struct {
     char *what; /* "redis 127.0.0.1:6379", for messages (never the password) */
     char *sha[SLUICE__ALGORITHMS];
     sluice__breaker breaker;    /* both clients' */
-    guint generation;           /* tells this backend's connections from older ones */
+    sluice__redis_link *link;   /* the blocking callers' shared connection */
     sluice__redis_async *async; /* the asynchronous client's connections */
 } sluice__redis_backend;
 

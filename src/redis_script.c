@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "lua_scripts.h"
+#include "redis_conn.h"
 
 void sluice__redis_script_init(sluice__redis_script *s, const char *sha, const sluice__rule *rule,
                                const char *state_key, const char *seq_key, const char *op,
@@ -11,9 +12,9 @@ void sluice__redis_script_init(sluice__redis_script *s, const char *sha, const s
     const gint64 values[] = {rule->limit,       rule->window_us, rule->burst,
                              rule->interval_us, permits,         reserve_us};
     for (guint i = 0; i < G_N_ELEMENTS(values); i++)
-        g_snprintf(s->numbers[i], sizeof s->numbers[i], "%" G_GINT64_FORMAT, values[i]);
+        s->numbers[i][sluice__redis_decimal(s->numbers[i], values[i])] = '\0';
     if (sluice__clock_injected()) /* tests and replay only: never in normal operation */
-        g_snprintf(s->numbers[6], sizeof s->numbers[6], "%" G_GINT64_FORMAT, sluice__clock_now());
+        s->numbers[6][sluice__redis_decimal(s->numbers[6], sluice__clock_now())] = '\0';
     else
         s->numbers[6][0] = '\0';
     const char *head[] = {"EVALSHA", sha, "2", state_key, seq_key, op};

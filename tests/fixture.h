@@ -42,9 +42,10 @@ gint64 fixture_time_scale(void);
 
 /* The monotonic time (µs) and how long this thread has waited for a CPU while it
  * was runnable (µs, the run-queue delay of /proc/thread-self/schedstat; 0 where
- * the kernel does not say), read together: no wait falls between the two. A time
- * bound measured on a loaded machine subtracts the wait: the library did not
- * wait then, the scheduler did. */
+ * the kernel does not say) plus the machine's steal time (a virtual machine's
+ * CPUs held by the hypervisor, /proc/stat, in 10 ms steps, over all CPUs), read
+ * together: no wait falls between the two. A time bound measured on a loaded
+ * machine subtracts the wait: the library did not wait then, the scheduler did. */
 void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us);
 
 /* Runs a suite and returns the process exit status (0: every test passed). */

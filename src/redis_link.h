@@ -1,0 +1,28 @@
+/* One pipelined connection to Redis that every thread of the process shares. */
+#ifndef SLUICE_REDIS_LINK_H
+#define SLUICE_REDIS_LINK_H
+
+#include <glib.h>
+#include <hiredis/hiredis.h>
+
+#include "backend_redis_internal.h"
+
+typedef struct sluice__redis_link sluice__redis_link;
+
+/* A link to b's server; it connects on first use. b must outlive it. */
+sluice__redis_link *sluice__redis_link_new(const sluice__redis_backend *b);
+/* No call may be in progress on it. */
+void sluice__redis_link_free(sluice__redis_link *link);
+
+/* Connects now unless connected, with a PING (sluice_init: a refused password
+ * fails here with SLUICE_ERROR_AUTH). */
+gboolean sluice__redis_link_connect(sluice__redis_link *link, gint64 deadline, GError **error);
+
+/* Sends one command and waits for its reply until deadline (µs, monotonic):
+ * the reply (maybe an error reply), or NULL and *error ("redis HOST:PORT:
+ * ARGV0: why"). *stale is TRUE when the server closed a connection that was
+ * made before this call began, so the command may be worth one more try. */
+redisReply *sluice__redis_link_command(sluice__redis_link *link, gint64 deadline, int argc,
+                                       const char **argv, gboolean *stale, GError **error);
+
+#endif
