@@ -35,6 +35,9 @@ typedef struct {
      * limit is back to full capacity. FALSE with *error when the backend failed. */
     gboolean (*reset)(sluice__backend *backend, sluice__limiter *limiter, const char *key,
                       GError **error);
+    /* Optional: a reload replaced the backend; threads may still be inside it,
+     * and it is freed at shutdown. Lets go of what it need not keep meanwhile. */
+    void (*retire)(sluice__backend *backend);
     void (*free)(sluice__backend *backend);
 } sluice__backend_funcs;
 

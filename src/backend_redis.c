@@ -149,6 +149,13 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
     return ok;
 }
 
+/* A reload replaced this backend: its connection closes (calls still on it
+ * finish first); the asynchronous client's go with their main contexts. */
+static void redis_retire(sluice__backend *backend)
+{
+    sluice__redis_link_close(((redis_backend *)backend)->link);
+}
+
 static void redis_free(sluice__backend *backend)
 {
     redis_backend *b = (redis_backend *)backend;
@@ -171,6 +178,7 @@ static const sluice__backend_funcs redis_funcs = {
     .decide_async = sluice__redis_decide_async,
     .give_back = redis_give_back,
     .reset = redis_reset,
+    .retire = redis_retire,
     .free = redis_free,
 };
 

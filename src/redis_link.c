@@ -378,6 +378,15 @@ gboolean sluice__redis_link_connect(sluice__redis_link *l, gint64 deadline, GErr
     return ok;
 }
 
+void sluice__redis_link_close(sluice__redis_link *l)
+{
+    g_mutex_lock(&l->lock);
+    conn *c = g_steal_pointer(&l->current);
+    g_mutex_unlock(&l->lock);
+    if (c)
+        conn_release(c); /* freed now, or by the last call still on it */
+}
+
 redisReply *sluice__redis_link_command(sluice__redis_link *l, gint64 deadline, int argc,
                                        const char **argv, gboolean *stale, GError **error)
 {

@@ -14,6 +14,10 @@ sluice__redis_link *sluice__redis_link_new(const sluice__redis_backend *b);
 /* No call may be in progress on it. */
 void sluice__redis_link_free(sluice__redis_link *link);
 
+/* Lets go of the connection (a call still on it finishes first); the next
+ * call connects again. */
+void sluice__redis_link_close(sluice__redis_link *link);
+
 /* Connects now unless connected, with a PING (sluice_init: a refused password
  * fails here with SLUICE_ERROR_AUTH). */
 gboolean sluice__redis_link_connect(sluice__redis_link *link, gint64 deadline, GError **error);

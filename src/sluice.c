@@ -56,8 +56,11 @@ static sluice__backend *backend_for(const sluice__config *fresh, GError **error)
         sluice__secret_free(settings);
         return NULL;
     }
-    if (remote)
+    if (remote) {
         g_ptr_array_add(retired, remote); /* threads may still be inside it */
+        if (remote->funcs->retire)
+            remote->funcs->retire(remote);
+    }
     remote = made;
     sluice__secret_free(remote_settings);
     remote_settings = settings;

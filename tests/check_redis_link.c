@@ -4,6 +4,7 @@
  * are deciding. */
 #include "fixture.h"
 
+#include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -93,6 +94,28 @@ START_TEST(threads_share_one_connection_and_each_gets_its_own_answers)
     ck_assert_int_eq(before, 2);
     ck_assert_int_eq(clients_connected(), 2); /* 16 threads, still one connection */
     sluice_shutdown();
+}
+END_TEST
+
+START_TEST(a_reload_that_changes_the_server_settings_closes_the_old_connection)
+{
+    g_autofree char *first =
+        fixture_contents("[sluice]\nreload = false\n"
+                         "[limit:t]\nalgorithm = gcra\nlimit = 5\nwindow = 1s\n");
+    g_autofree char *path = fixture_write_keyfile(first);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
+    ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
+    for (int i = 0; i < 3; i++) {
+        /* another timeout: another backend, and another connection */
+        g_autofree char *next = g_strdup_printf("%s[sluice]\ntimeout = %ds\n", first, 3 + i);
+        ck_assert(g_file_set_contents(path, next, -1, NULL));
+        ck_assert_msg(sluice_reload(&error), "%s", error ? error->message : "");
+        ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
+        ck_assert_int_eq(clients_connected(), 2); /* the new one, and this command's */
+    }
+    sluice_shutdown();
+    g_unlink(path);
 }
 END_TEST
 
@@ -244,6 +267,7 @@ int main(void)
     TCase *tc = tcase_create("link");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, threads_share_one_connection_and_each_gets_its_own_answers);
+    tcase_add_test(tc, a_reload_that_changes_the_server_settings_closes_the_old_connection);
     tcase_add_test(tc, every_reply_reaches_its_caller_across_a_hung_server);
     tcase_add_test(tc, a_child_forked_while_threads_decide_gets_its_own_connection);
     suite_add_tcase(s, tc);
