@@ -5,11 +5,12 @@
  * the queue of replies awaited; if no thread is sending, it sends everything appended
  * so far in one write, and if no thread is reading, it reads replies and hands each
  * to the request at the head of the queue (Redis answers one connection's commands
- * in order). When its own reply is in, a reader hands reading to the next request
- * still waiting. So a burst of callers costs Redis one read and one write, as
- * `redis-benchmark -P` does, while one caller alone sends and reads itself with no
- * other thread involved. Waiting callers sleep on a futex in their request, woken
- * outside the lock.
+ * in order). When its own reply is in, a reader hands reading to the youngest
+ * request still waiting. A command that finds AHEAD commands awaited is left for
+ * the reader to send when their replies come. So a burst of callers costs Redis
+ * one read and one write, as `redis-benchmark -P` does, while one caller alone
+ * sends and reads itself with no other thread involved. Waiting callers sleep on
+ * a futex in their request, woken outside the lock.
  *
  * Every caller keeps its own deadline: a waiter whose deadline passes leaves its
  * place in the queue (its reply will be read and dropped); a reader whose deadline
