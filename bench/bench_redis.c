@@ -975,18 +975,27 @@ static double median(const double *values, guint n)
 typedef struct {
     double p50_x;  /* sluice's 1-thread p50 / PING -c 1's       */
     double rate_x; /* sluice's 16-thread rate / EVALSHA -c 16's */
+    double cpu_x;  /* ... and their CPU per request, client + server */
 } ratios;
+
+/* Client and server CPU per request (µs); the server's unknown: the client's. */
+static double cpu_per_request(const figures *f)
+{
+    return f->client_us + (f->server_cpu >= 0 ? f->server_cpu * 1e6 / f->per_sec : 0);
+}
 
 static ratios ratios_of(const figures *f)
 {
-    return (ratios){f[SLUICE1].p50_us / f[PING1].p50_us, f[SLUICE16].per_sec / f[EVAL16].per_sec};
+    return (ratios){f[SLUICE1].p50_us / f[PING1].p50_us, f[SLUICE16].per_sec / f[EVAL16].per_sec,
+                    cpu_per_request(&f[SLUICE16]) / cpu_per_request(&f[EVAL16])};
 }
 
 static void print_round(guint round, const figures *f)
 {
     ratios r = ratios_of(f);
-    printf("%5u %12.1f %12.1f %7.2fx %14.0f %12.0f %7.2fx\n", round, f[PING1].p50_us,
-           f[SLUICE1].p50_us, r.p50_x, f[EVAL16].per_sec, f[SLUICE16].per_sec, r.rate_x);
+    printf("%5u %12.1f %12.1f %7.2fx %14.0f %12.0f %7.2fx %9.1f %9.1f %7.2fx\n", round,
+           f[PING1].p50_us, f[SLUICE1].p50_us, r.p50_x, f[EVAL16].per_sec, f[SLUICE16].per_sec,
+           r.rate_x, cpu_per_request(&f[EVAL16]), cpu_per_request(&f[SLUICE16]), r.cpu_x);
 }
 
 /* The targets' rows ROUNDS - 1 more times, each pair back to back (the table was the
@@ -996,17 +1005,18 @@ static gboolean measure_rounds(const server *s, char **evalsha, figures *table, 
                                GError **error)
 {
     char *ping[] = {"PING", NULL};
-    double p50_x[ROUNDS], rate_x[ROUNDS];
+    double p50_x[ROUNDS], rate_x[ROUNDS], cpu_x[ROUNDS];
 
     printf("the targets' rows again, %d rounds in all (the table is round 1); on a shared "
            "machine\none row of a pair can lose CPUs the other had, so the medians of the "
            "ratios decide:\n\n",
            ROUNDS);
-    printf("%5s %12s %12s %8s %14s %12s %8s\n", "round", "PING p50 µs", "sluice p50", "ratio",
-           "EVALSHA -c16/s", "sluice 16/s", "ratio");
+    printf("%5s %12s %12s %8s %14s %12s %8s %9s %9s %8s\n", "round", "PING p50 µs", "sluice p50",
+           "ratio", "EVALSHA -c16/s", "sluice 16/s", "ratio", "CPU µs", "CPU µs", "ratio");
     print_round(1, table);
     p50_x[0] = ratios_of(table).p50_x;
     rate_x[0] = ratios_of(table).rate_x;
+    cpu_x[0] = ratios_of(table).cpu_x;
     for (guint r = 1; r < ROUNDS; r++) {
         figures f[FIGURES];
         if (!measure_tool(s, ping, 1, 1, &f[PING1], error))
@@ -1018,10 +1028,12 @@ static gboolean measure_rounds(const server *s, char **evalsha, figures *table, 
         print_round(r + 1, f);
         p50_x[r] = ratios_of(f).p50_x;
         rate_x[r] = ratios_of(f).rate_x;
+        cpu_x[r] = ratios_of(f).cpu_x;
     }
-    *med = (ratios){median(p50_x, ROUNDS), median(rate_x, ROUNDS)};
-    printf("%5s %12s %12s %7.2fx %14s %12s %7.2fx\n\n", "median", "", "", med->p50_x, "", "",
-           med->rate_x);
+    *med = (ratios){median(p50_x, ROUNDS), median(rate_x, ROUNDS), median(cpu_x, ROUNDS)};
+    printf("%5s %12s %12s %7.2fx %14s %12s %7.2fx %9s %9s %7.2fx\n", "median", "", "", med->p50_x,
+           "", "", med->rate_x, "", "", med->cpu_x);
+    printf("(CPU µs: client + server CPU per request, EVALSHA -c 16 and sluice on 16 threads)\n\n");
     return TRUE;
 }
 
