@@ -135,15 +135,12 @@ static void fail(GError **error, int code, const sluice__redis_backend *b, const
 static gboolean command(const sluice__redis_backend *b, redisContext *ctx, gint64 deadline,
                         int code, GError **error, int argc, const char **argv)
 {
-    char *cmd = NULL;
-    int len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
-    if (len < 0) {
-        fail(error, SLUICE_ERROR_BACKEND, b, argv[0], "out of memory");
-        return FALSE;
-    }
+    gsize len = sluice__redis_format(NULL, 0, argc, argv);
+    char *cmd = g_malloc(len);
+    sluice__redis_format(cmd, len, argc, argv);
     int saved_errno = 0;
-    sluice__redis_outcome o = sluice__redis_send(ctx->fd, deadline, cmd, (gsize)len, &saved_errno);
-    redisFreeCommand(cmd);
+    sluice__redis_outcome o = sluice__redis_send(ctx->fd, deadline, cmd, len, &saved_errno);
+    g_free(cmd);
     void *r = NULL;
     while (o == SLUICE__REDIS_SENT && !r) {
         if (redisGetReplyFromReader(ctx, &r) != REDIS_OK) {
