@@ -112,6 +112,17 @@ gsize sluice__redis_format(char *buf, gsize size, int argc, const char *const *a
     return at;
 }
 
+char *sluice__redis_format_in(char *small, gsize size, int argc, const char *const *argv,
+                              gsize *len)
+{
+    *len = sluice__redis_format(small, size, argc, argv);
+    if (*len <= size)
+        return small;
+    char *big = g_malloc(*len); /* EVAL with a script's source, a DEL of many keys */
+    sluice__redis_format(big, *len, argc, argv);
+    return big;
+}
+
 const char *sluice__redis_outcome_reason(sluice__redis_outcome o, int saved_errno)
 {
     switch (o) {
@@ -135,12 +146,13 @@ static void fail(GError **error, int code, const sluice__redis_backend *b, const
 static gboolean command(const sluice__redis_backend *b, redisContext *ctx, gint64 deadline,
                         int code, GError **error, int argc, const char **argv)
 {
-    gsize len = sluice__redis_format(NULL, 0, argc, argv);
-    char *cmd = g_malloc(len);
-    sluice__redis_format(cmd, len, argc, argv);
+    char small[256];
+    gsize len;
+    char *cmd = sluice__redis_format_in(small, sizeof small, argc, argv, &len);
     int saved_errno = 0;
     sluice__redis_outcome o = sluice__redis_send(ctx->fd, deadline, cmd, len, &saved_errno);
-    g_free(cmd);
+    if (cmd != small)
+        g_free(cmd);
     void *r = NULL;
     while (o == SLUICE__REDIS_SENT && !r) {
         if (redisGetReplyFromReader(ctx, &r) != REDIS_OK) {

@@ -43,6 +43,10 @@ gsize sluice__redis_decimal(char *out, gint64 v);
 /* The command argv in Redis' protocol (RESP), written into buf when it fits in
  * size bytes; its length either way. No allocation, no printf. */
 gsize sluice__redis_format(char *buf, gsize size, int argc, const char *const *argv);
+/* The same into small when it fits (no allocation), else into a new buffer:
+ * returns where it is (g_free it unless it is small), *len its length. */
+char *sluice__redis_format_in(char *small, gsize size, int argc, const char *const *argv,
+                              gsize *len);
 
 /* For a message: "timed out", "connection closed by the server", or errno's text. */
 const char *sluice__redis_outcome_reason(sluice__redis_outcome o, int saved_errno);

@@ -395,12 +395,8 @@ redisReply *sluice__redis_link_command(sluice__redis_link *l, gint64 deadline, i
     char small[1024];
 
     *stale = FALSE;
-    gsize len = sluice__redis_format(small, sizeof small, argc, argv);
-    char *cmd = small;
-    if (len > sizeof small) { /* EVAL with a script's source, a DEL of many keys */
-        cmd = g_malloc(len);
-        sluice__redis_format(cmd, len, argc, argv);
-    }
+    gsize len;
+    char *cmd = sluice__redis_format_in(small, sizeof small, argc, argv, &len);
     g_mutex_lock(&l->lock);
     conn *c = current(l, deadline, FALSE, error);
     if (c) {

@@ -35,7 +35,9 @@ static void check_same_as_hiredis(int argc, const char **argv)
     char *theirs = NULL;
     int len = redisFormatCommandArgv(&theirs, argc, argv, NULL);
     ck_assert_int_gt(len, 0);
-    gsize need = sluice__redis_format(NULL, 0, argc, argv);
+    char none[1] = {'x'};
+    gsize need = sluice__redis_format(none, 0, argc, argv);
+    ck_assert_int_eq(none[0], 'x');
     ck_assert_uint_eq(need, (gsize)len);
     char *ours = g_malloc(need + 8);
     memset(ours, 'x', need + 8);
