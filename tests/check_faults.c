@@ -435,7 +435,8 @@ static gboolean print_table(void)
         }
     }
     g_print("%d threads; bound: timeout %d ms + %d ms per call, net of the time the thread "
-            "waited for a CPU;\ntimeouts: calls that waited for the timeout; back: from "
+            "waited for a CPU\nand of the machine's steal time; timeouts: calls that waited "
+            "for the timeout; back: from\n"
             "the recovery to the first decision Redis made (at most %d ms)\n\n",
             THREADS, TIMEOUT_MS, SLACK_MS, BACK_US / 1000);
     return ok;
