@@ -378,7 +378,7 @@ static gpointer work(gpointer p)
     int argc = w->evalsha ? (int)g_strv_length(w->evalsha) : 0;
 
     if (w->kind == CALL_SLUICE || ctx)
-        call_once(w, ctx, argc); /* opens this thread's connection to the server */
+        call_once(w, ctx, argc); /* opens the connection: its own, or sluice's shared one */
     g_mutex_lock(&r->lock);
     r->ready++;
     g_cond_broadcast(&r->cond);
