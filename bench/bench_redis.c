@@ -1066,6 +1066,9 @@ static void print_targets(const figures *f, const ratios *med)
            "%+.1f µs + sluice %+.1f µs\n",
            f[SLUICE1].p50_us, f[HPING1].p50_us, f[SLUICE1].p50_us / f[HPING1].p50_us,
            f[HEVAL1].p50_us - f[HPING1].p50_us, f[SLUICE1].p50_us - f[HEVAL1].p50_us);
+    printf("  1 thread: p50 %.2fx that of EVALSHA -c 1 (the same command with no client cost: "
+           "%.1f µs)\n",
+           f[SLUICE1].p50_us / f[EVAL1].p50_us, f[EVAL1].p50_us);
     printf("  16 threads: sluice %.0f/s is %.0f%% of hiredis EVALSHA on 16 blocking "
            "connections (%.0f/s)\n",
            f[SLUICE16].per_sec, 100 * f[SLUICE16].per_sec / f[HEVAL16].per_sec, f[HEVAL16].per_sec);
