@@ -34,8 +34,8 @@
 
 #include "redis_conn.h"
 
-#define BATCH 64  /* replies handed out per taking of the lock */
-#define WAKES 64  /* wake-ups put off until the lock is let go */
+#define BATCH 64 /* replies handed out per taking of the lock */
+#define WAKES 64 /* wake-ups put off until the lock is let go */
 /* A caller whose command finds this many awaited on the connection leaves it to
  * the reader, who sends it with what else was appended when their replies come:
  * the server has work meanwhile, and a burst costs one write instead of many. */
