@@ -58,6 +58,16 @@ static gboolean retry_now(gpointer task)
     return G_SOURCE_REMOVE;
 }
 
+void sluice__async_fork_lock(void)
+{
+    g_mutex_lock(&release_lock);
+}
+
+void sluice__async_fork_unlock(void)
+{
+    g_mutex_unlock(&release_lock);
+}
+
 /* The engine's release hook: every waiter retries on its own context. */
 static void released(void)
 {

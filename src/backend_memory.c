@@ -26,6 +26,9 @@ struct sluice__memory_store {
     guint sweep_at;    /* sweep when the table reaches this size        */
 };
 
+static GMutex stores_lock;
+static GHashTable *stores; /* every store, for fork(): sluice__memory_stores_lock */
+
 static void state_free(gpointer p)
 {
     sluice__state_clear(p);
@@ -42,6 +45,11 @@ sluice__memory_store *sluice__memory_store_new(void)
     pthread_mutexattr_destroy(&attr);
     store->keyed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, state_free);
     store->sweep_at = SWEEP_MIN;
+    g_mutex_lock(&stores_lock);
+    if (!stores)
+        stores = g_hash_table_new(NULL, NULL);
+    g_hash_table_add(stores, store);
+    g_mutex_unlock(&stores_lock);
     return store;
 }
 
@@ -49,10 +57,39 @@ void sluice__memory_store_free(sluice__memory_store *store)
 {
     if (!store)
         return;
+    g_mutex_lock(&stores_lock);
+    g_hash_table_remove(stores, store);
+    if (g_hash_table_size(stores) == 0)
+        g_clear_pointer(&stores, g_hash_table_unref);
+    g_mutex_unlock(&stores_lock);
     g_hash_table_unref(store->keyed);
     sluice__state_clear(&store->keyless);
     pthread_mutex_destroy(&store->lock);
     g_free(store);
+}
+
+void sluice__memory_stores_lock(void)
+{
+    g_mutex_lock(&stores_lock);
+    if (!stores)
+        return;
+    GHashTableIter it;
+    gpointer store;
+    g_hash_table_iter_init(&it, stores);
+    while (g_hash_table_iter_next(&it, &store, NULL))
+        pthread_mutex_lock(&((sluice__memory_store *)store)->lock);
+}
+
+void sluice__memory_stores_unlock(void)
+{
+    if (stores) {
+        GHashTableIter it;
+        gpointer store;
+        g_hash_table_iter_init(&it, stores);
+        while (g_hash_table_iter_next(&it, &store, NULL))
+            pthread_mutex_unlock(&((sluice__memory_store *)store)->lock);
+    }
+    g_mutex_unlock(&stores_lock);
 }
 
 gsize sluice__memory_store_keys(sluice__memory_store *store)

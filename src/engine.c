@@ -281,6 +281,16 @@ void sluice__engine_give_back(sluice__limiter *limiter, const char *key, gint64 
         hook();
 }
 
+void sluice__engine_fork_lock(void)
+{
+    g_mutex_lock(&wake_lock);
+}
+
+void sluice__engine_fork_unlock(void)
+{
+    g_mutex_unlock(&wake_lock);
+}
+
 void sluice__engine_on_release(sluice__engine_release_func hook)
 {
     g_mutex_lock(&wake_lock);

@@ -70,4 +70,8 @@ guint64 sluice__engine_releases(void);
 typedef void (*sluice__engine_release_func)(void);
 void sluice__engine_on_release(sluice__engine_release_func hook);
 
+/* fork(): takes the lock of waiting callers and give-backs, or lets it go. */
+void sluice__engine_fork_lock(void);
+void sluice__engine_fork_unlock(void);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include "backend_memory.h"
 #include "backend_redis.h"
+#include "fork_guard.h"
 #include "config.h"
 #include "api.h"
 #include "engine.h"
@@ -115,6 +116,7 @@ gboolean sluice_init(const char *config_path, GError **error)
     sluice__config *fresh = load(path, &stamp, error);
     if (!fresh)
         return FALSE;
+    sluice__fork_guard_install();
     g_mutex_lock(&lifecycle);
     gboolean ok = apply(fresh, &stamp, error);
     g_mutex_unlock(&lifecycle);

@@ -2,6 +2,10 @@
  * limiter used are captured, and no window ever admits more than the rule allows. */
 #include "fixture.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #define THREADS      8
 #define RUN_US       1000000
 #define MAX_ADMITTED 200000
@@ -229,6 +233,59 @@ START_TEST(reload_rebinds_rules_while_threads_call)
 }
 END_TEST
 
+/* ---- fork() while threads decide ------------------------------------------------------ */
+
+static gpointer keep_deciding(gpointer data)
+{
+    gint *halt = data;
+    while (!g_atomic_int_get(halt))
+        sluice_acquire("forked", NULL, 1, NULL, NULL);
+    return NULL;
+}
+
+/* A memory decision holds its limit's lock most of the time a thread spends in it:
+ * a child forked meanwhile must not find that lock held (18 of 20 children hung
+ * before sluice held it across fork()). The children decide, also wait on a
+ * concurrency slot, and exit; a stuck child dies of SIGALRM. */
+START_TEST(a_child_forked_while_threads_decide_decides_too)
+{
+    fixture_init("[limit:forked]\nalgorithm = token_bucket\nlimit = 1000000\nwindow = 1s\n"
+                 "burst = 1000000000000\n"
+                 "[limit:slot]\nalgorithm = concurrency\nlimit = 1\nwait = 20ms\n");
+    sluice_testing_set_clock(NULL, NULL, NULL);
+    gint halt = 0;
+    GThread *threads[4];
+    for (int i = 0; i < 4; i++)
+        threads[i] = g_thread_new("decider", keep_deciding, &halt);
+    for (int c = 0; c < 20; c++) {
+        g_usleep(5000);
+        pid_t child = fork();
+        ck_assert_int_ge(child, 0);
+        if (child == 0) {
+            signal(SIGALRM, SIG_DFL); /* check's inherited handler would kill the test */
+            alarm(10);
+            gboolean ok = sluice_acquire("forked", NULL, 1, NULL, NULL) == SLUICE_ALLOWED;
+            /* a concurrency slot: taken, waited for in vain (the engine's wake
+             * lock), given back, taken again (no thread is started in the child) */
+            ok = ok && sluice_acquire("slot", NULL, 1, NULL, NULL) == SLUICE_ALLOWED;
+            ok = ok && sluice_acquire("slot", NULL, 1, NULL, NULL) == SLUICE_DENIED;
+            sluice_release("slot", NULL, 1);
+            ok = ok && sluice_acquire("slot", NULL, 1, NULL, NULL) == SLUICE_ALLOWED;
+            _exit(ok ? 0 : 1);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(child, &status, 0), child);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: %s %d", c,
+                      WIFEXITED(status) ? "exit" : "signal",
+                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    }
+    g_atomic_int_set(&halt, 1);
+    for (int i = 0; i < 4; i++)
+        g_thread_join(threads[i]);
+    sluice_shutdown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("threads");
@@ -241,6 +298,7 @@ int main(void)
     tcase_add_test(tc, gcra_never_admits_more_than_burst_plus_emission);
     tcase_add_test(tc, concurrency_never_has_more_in_flight_than_the_limit);
     tcase_add_test(tc, reload_rebinds_rules_while_threads_call);
+    tcase_add_test(tc, a_child_forked_while_threads_decide_decides_too);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }

@@ -1,0 +1,45 @@
+/* fork() while other threads decide: the locks a decision takes are held across
+ * fork() (pthread_atfork), in the order the code nests them, so that the child
+ * finds them free and what they guard whole, and can go on deciding.
+ *
+ * Held: the asynchronous calls' release lock, then the engine's wake lock (a waiting
+ * async call takes them in that order), then every memory store's lock (taken with
+ * neither of them held). A memory decision holds its limit's lock most of the time a
+ * thread spends in it, so without this a child forked while threads decide would
+ * hang on its first decision of that limit. The Redis connections and the keyfile
+ * watcher have their own handlers (their locks nest with none of these). Not held:
+ * the lifecycle and registry locks of init, reload and shutdown, and a breaker's
+ * lock while it changes state: a child forked in those moments can still hang on
+ * them. */
+#include "fork_guard.h"
+
+#include <pthread.h>
+
+#include <glib.h>
+
+#include "api.h"
+#include "backend_memory.h"
+#include "engine.h"
+
+static void before_fork(void)
+{
+    sluice__async_fork_lock();
+    sluice__engine_fork_lock();
+    sluice__memory_stores_lock();
+}
+
+static void after_fork(void)
+{
+    sluice__memory_stores_unlock();
+    sluice__engine_fork_unlock();
+    sluice__async_fork_unlock();
+}
+
+void sluice__fork_guard_install(void)
+{
+    static gsize installed;
+    if (g_once_init_enter(&installed)) {
+        pthread_atfork(before_fork, after_fork, after_fork);
+        g_once_init_leave(&installed, 1);
+    }
+}
