@@ -17,6 +17,7 @@
 #include "breaker.h"
 #include "clock.h"
 #include "lua_scripts.h"
+#include "redis_conn.h"
 #include "redis_key.h"
 #include "redis_link.h"
 #include "redis_script.h"
@@ -25,12 +26,6 @@
 #define ALGORITHMS SLUICE__ALGORITHMS
 
 typedef sluice__redis_backend redis_backend;
-
-static void fail(GError **error, const redis_backend *b, const char *what, const char *detail)
-{
-    g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND, "%s: %s: %s", b->what, what,
-                detail);
-}
 
 /* Runs the script of rule before deadline; the reply array on success, else NULL
  * and *error, with *stale TRUE when the server closed a connection older than the
@@ -56,7 +51,7 @@ static redisReply *run_script(redis_backend *b, gint64 deadline, const sluice__r
         }
         const char *why;
         if (!sluice__redis_script_verdict(reply, NULL, &why)) {
-            fail(error, b, "script", why);
+            sluice__redis_fail(error, SLUICE_ERROR_BACKEND, b, "script", why);
             freeReplyObject(reply);
             return NULL;
         }
@@ -142,7 +137,7 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
     for (int i = 0; i < ALGORITHMS; i++)
         sluice__redis_keys_clear(&keys[i]);
     if (reply && reply->type == REDIS_REPLY_ERROR)
-        fail(error, b, "DEL", reply->str);
+        sluice__redis_fail(error, SLUICE_ERROR_BACKEND, b, "DEL", reply->str);
     gboolean ok = reply && reply->type != REDIS_REPLY_ERROR;
     if (reply)
         freeReplyObject(reply);

@@ -135,10 +135,10 @@ const char *sluice__redis_outcome_reason(sluice__redis_outcome o, int saved_errn
     }
 }
 
-static void fail(GError **error, int code, const sluice__redis_backend *b, const char *what,
-                 const char *detail)
+void sluice__redis_fail(GError **error, int code, const sluice__redis_backend *b, const char *step,
+                        const char *detail)
 {
-    g_set_error(error, SLUICE_ERROR_DOMAIN, code, "%s: %s: %s", b->what, what, detail);
+    g_set_error(error, SLUICE_ERROR_DOMAIN, code, "%s: %s: %s", b->what, step, detail);
 }
 
 /* Runs one setup command on ctx, nothing else being on it; FALSE (and *error, with
@@ -163,13 +163,14 @@ static gboolean command(const sluice__redis_backend *b, redisContext *ctx, gint6
         }
     }
     if (o != SLUICE__REDIS_SENT) {
-        fail(error, SLUICE_ERROR_BACKEND, b, argv[0], sluice__redis_outcome_reason(o, saved_errno));
+        sluice__redis_fail(error, SLUICE_ERROR_BACKEND, b, argv[0],
+                           sluice__redis_outcome_reason(o, saved_errno));
         return FALSE;
     }
     redisReply *reply = r;
     gboolean ok = reply->type != REDIS_REPLY_ERROR;
     if (!ok)
-        fail(error, code, b, argv[0], reply->str);
+        sluice__redis_fail(error, code, b, argv[0], reply->str);
     freeReplyObject(reply);
     return ok;
 }
@@ -179,18 +180,19 @@ redisContext *sluice__redis_connect(const sluice__redis_backend *b, gint64 deadl
 {
     gint64 left = deadline - g_get_monotonic_time();
     if (left <= 0) {
-        fail(error, SLUICE_ERROR_BACKEND, b, "connect", "timed out");
+        sluice__redis_fail(error, SLUICE_ERROR_BACKEND, b, "connect", "timed out");
         return NULL;
     }
     struct timeval tv = {.tv_sec = left / 1000000, .tv_usec = left % 1000000};
     redisContext *ctx = b->url.socket ? redisConnectUnixWithTimeout(b->url.socket, tv)
                                       : redisConnectWithTimeout(b->url.host, b->url.port, tv);
     if (!ctx || ctx->err) {
-        fail(error, SLUICE_ERROR_BACKEND, b, "connect",
-             !ctx ? "out of memory"
-             : ctx->err == REDIS_ERR_IO && (errno == EINPROGRESS || errno == ETIMEDOUT)
-                 ? "timed out"
-                 : ctx->errstr);
+        sluice__redis_fail(error, SLUICE_ERROR_BACKEND, b, "connect",
+                           !ctx ? "out of memory"
+                           : ctx->err == REDIS_ERR_IO &&
+                                   (errno == EINPROGRESS || errno == ETIMEDOUT)
+                               ? "timed out"
+                               : ctx->errstr);
         goto err;
     }
     if (!b->url.socket)
@@ -198,7 +200,7 @@ redisContext *sluice__redis_connect(const sluice__redis_backend *b, gint64 deadl
     /* from now on hiredis only parses: sluice sends and polls itself */
     int flags = fcntl(ctx->fd, F_GETFL);
     if (flags < 0 || fcntl(ctx->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-        fail(error, SLUICE_ERROR_BACKEND, b, "connect", g_strerror(errno));
+        sluice__redis_fail(error, SLUICE_ERROR_BACKEND, b, "connect", g_strerror(errno));
         goto err;
     }
     ctx->flags &= ~REDIS_BLOCK;

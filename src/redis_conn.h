@@ -15,6 +15,11 @@ typedef enum {
     SLUICE__REDIS_BROKEN,    /* another I/O or protocol error                  */
 } sluice__redis_outcome;
 
+/* Sets *error: "redis HOST:PORT: STEP: DETAIL" (code: a SLUICE_ERROR_*), the form
+ * of every failure of the redis backend. */
+void sluice__redis_fail(GError **error, int code, const sluice__redis_backend *b, const char *step,
+                        const char *detail);
+
 /* Connects to b's server, authenticates and selects its database before deadline
  * (µs, monotonic); the context, whose socket is non-blocking from then on, or NULL
  * and *error (SLUICE_ERROR_AUTH when the server refused the credentials). probe:

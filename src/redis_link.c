@@ -47,7 +47,6 @@ enum { WAITING, DONE, READ /* its caller is to read replies now */ };
 typedef struct {
     gint state; /* atomic; changed under the link's lock */
     gint64 deadline;
-    gint64 started;
     redisReply *reply;             /* DONE: the reply, or NULL and why not:   */
     sluice__redis_outcome outcome; /*   how the exchange ended               */
     int saved_errno;               /*   for BROKEN                           */
@@ -342,8 +341,7 @@ static conn *current(sluice__redis_link *l, gint64 deadline, gboolean probe, GEr
         guint ended = l->connects;
         while (l->connecting && l->connects == ended)
             if (!g_cond_wait_until(&l->connected, &l->lock, deadline)) {
-                g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
-                            "%s: connect: timed out", l->b->what);
+                sluice__redis_fail(error, SLUICE_ERROR_BACKEND, l->b, "connect", "timed out");
                 return NULL;
             }
         if (!l->current && l->failure) { /* the connect this caller waited for failed */
@@ -391,7 +389,8 @@ void sluice__redis_link_close(sluice__redis_link *l)
 redisReply *sluice__redis_link_command(sluice__redis_link *l, gint64 deadline, int argc,
                                        const char **argv, gboolean *stale, GError **error)
 {
-    request me = {.state = WAITING, .deadline = deadline, .started = g_get_monotonic_time()};
+    request me = {.state = WAITING, .deadline = deadline};
+    gint64 started = g_get_monotonic_time();
     char small[1024];
 
     *stale = FALSE;
@@ -401,7 +400,7 @@ redisReply *sluice__redis_link_command(sluice__redis_link *l, gint64 deadline, i
     conn *c = current(l, deadline, FALSE, error);
     if (c) {
         g_atomic_int_inc(&c->users);
-        me.stale = c->made_at < me.started;
+        me.stale = c->made_at < started;
         g_byte_array_append(c->out, (const guint8 *)cmd, (guint)len);
         c->unsent++;
         queue_push(c, &me);
@@ -427,8 +426,8 @@ redisReply *sluice__redis_link_command(sluice__redis_link *l, gint64 deadline, i
     if (me.reply)
         return me.reply;
     *stale = me.stale && me.outcome == SLUICE__REDIS_LOST;
-    g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND, "%s: %s: %s", l->b->what, argv[0],
-                sluice__redis_outcome_reason(me.outcome, me.saved_errno));
+    sluice__redis_fail(error, SLUICE_ERROR_BACKEND, l->b, argv[0],
+                       sluice__redis_outcome_reason(me.outcome, me.saved_errno));
     return NULL;
 }
 
