@@ -5,10 +5,7 @@
 #include "fixture.h"
 
 #include <glib/gstdio.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #define THREADS 16
 
@@ -216,6 +213,20 @@ static gpointer keep_deciding(gpointer data)
     return NULL;
 }
 
+enum { CHILDREN = 6, CALLS = 3 };
+
+/* A child stuck on its parent's connection (or lock) never answers. */
+static gboolean child_decides(void)
+{
+    int ok = 0;
+    for (int i = 0; i < CALLS; i++) {
+        GError *error = NULL;
+        ok += sluice_acquire("child", NULL, 1, NULL, &error) == SLUICE_ALLOWED && !error;
+        g_clear_error(&error);
+    }
+    return ok == CALLS;
+}
+
 START_TEST(a_child_forked_while_threads_decide_gets_its_own_connection)
 {
     fixture_init("[limit:busy]\nalgorithm = token_bucket\nlimit = 1000000\nwindow = 1s\n"
@@ -225,33 +236,7 @@ START_TEST(a_child_forked_while_threads_decide_gets_its_own_connection)
     for (int i = 0; i < 4; i++)
         threads[i] = g_thread_new("busy", keep_deciding, &stop);
     g_usleep(50000);
-    enum { CHILDREN = 6, CALLS = 3 };
-    pid_t children[CHILDREN];
-    for (int c = 0; c < CHILDREN; c++) {
-        g_usleep(20000);
-        children[c] = fork();
-        ck_assert_int_ge(children[c], 0);
-        if (children[c] == 0) {
-            /* a child stuck on its parent's connection dies of SIGALRM (not check's
-             * handler, which this process inherited and which kills the whole test) */
-            signal(SIGALRM, SIG_DFL);
-            alarm(10);
-            int ok = 0;
-            for (int i = 0; i < CALLS; i++) {
-                GError *error = NULL;
-                ok += sluice_acquire("child", NULL, 1, NULL, &error) == SLUICE_ALLOWED && !error;
-                g_clear_error(&error);
-            }
-            _exit(ok == CALLS ? 0 : 1);
-        }
-    }
-    for (int c = 0; c < CHILDREN; c++) {
-        int status;
-        ck_assert_int_eq(waitpid(children[c], &status, 0), children[c]);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: %s %d", c,
-                      WIFEXITED(status) ? "exit" : "signal",
-                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-    }
+    fixture_fork_children(CHILDREN, 20000, child_decides);
     g_atomic_int_set(&stop, 1);
     for (int i = 0; i < 4; i++)
         g_thread_join(threads[i]);

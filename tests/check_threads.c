@@ -2,11 +2,6 @@
  * limiter used are captured, and no window ever admits more than the rule allows. */
 #include "fixture.h"
 
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #define THREADS      8
 #define RUN_US       1000000
 #define MAX_ADMITTED 200000
@@ -248,6 +243,17 @@ static gpointer keep_deciding(gpointer data)
  * a child forked meanwhile must not find that lock held (18 of 20 children hung
  * before sluice held it across fork()). The children decide, also wait on a
  * concurrency slot, and exit; a stuck child dies of SIGALRM. */
+static gboolean forked_child_decides(void)
+{
+    gboolean ok = sluice_acquire("forked", NULL, 1, NULL, NULL) == SLUICE_ALLOWED;
+    /* a concurrency slot: taken, waited for in vain (the engine's wake lock),
+     * given back, taken again */
+    ok = ok && sluice_acquire("slot", NULL, 1, NULL, NULL) == SLUICE_ALLOWED;
+    ok = ok && sluice_acquire("slot", NULL, 1, NULL, NULL) == SLUICE_DENIED;
+    sluice_release("slot", NULL, 1);
+    return ok && sluice_acquire("slot", NULL, 1, NULL, NULL) == SLUICE_ALLOWED;
+}
+
 START_TEST(a_child_forked_while_threads_decide_decides_too)
 {
     fixture_init("[limit:forked]\nalgorithm = token_bucket\nlimit = 1000000\nwindow = 1s\n"
@@ -258,37 +264,7 @@ START_TEST(a_child_forked_while_threads_decide_decides_too)
     GThread *threads[4];
     for (int i = 0; i < 4; i++)
         threads[i] = g_thread_new("decider", keep_deciding, &halt);
-    /* each child's verdict, written before it exits: not its exit status, which
-     * valgrind sets to 1 for the memory only the parent's threads could reach */
-    gint *verdicts =
-        mmap(NULL, 20 * sizeof(gint), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert(verdicts != MAP_FAILED);
-    for (int c = 0; c < 20; c++) {
-        g_usleep(5000);
-        verdicts[c] = 0;
-        pid_t child = fork();
-        ck_assert_int_ge(child, 0);
-        if (child == 0) {
-            signal(SIGALRM, SIG_DFL); /* check's inherited handler would kill the test */
-            alarm(10 * fixture_time_scale());
-            gboolean ok = sluice_acquire("forked", NULL, 1, NULL, NULL) == SLUICE_ALLOWED;
-            /* a concurrency slot: taken, waited for in vain (the engine's wake
-             * lock), given back, taken again (no thread is started in the child) */
-            ok = ok && sluice_acquire("slot", NULL, 1, NULL, NULL) == SLUICE_ALLOWED;
-            ok = ok && sluice_acquire("slot", NULL, 1, NULL, NULL) == SLUICE_DENIED;
-            sluice_release("slot", NULL, 1);
-            ok = ok && sluice_acquire("slot", NULL, 1, NULL, NULL) == SLUICE_ALLOWED;
-            g_atomic_int_set(&verdicts[c], ok ? 1 : 2);
-            _exit(0);
-        }
-        int status;
-        ck_assert_int_eq(waitpid(child, &status, 0), child);
-        ck_assert_msg(g_atomic_int_get(&verdicts[c]) == 1, "child %d: %s (%s %d)", c,
-                      verdicts[c] == 2 ? "a wrong answer" : "stuck, or died",
-                      WIFEXITED(status) ? "exit" : "signal",
-                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-    }
-    munmap(verdicts, 20 * sizeof(gint));
+    fixture_fork_children(20, 5000, forked_child_decides);
     g_atomic_int_set(&halt, 1);
     for (int i = 0; i < 4; i++)
         g_thread_join(threads[i]);

@@ -3,7 +3,10 @@
 
 #include <fcntl.h>
 #include <glib/gstdio.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static gint64 fake_now;
@@ -203,6 +206,33 @@ void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us)
             break;
     }
     *cpu_wait_us = after + steal_us();
+}
+
+void fixture_fork_children(int children, gint64 pause_us, gboolean (*check)(void))
+{
+    gint *verdict =
+        mmap(NULL, sizeof(gint), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(verdict != MAP_FAILED);
+    for (int c = 0; c < children; c++) {
+        g_usleep(pause_us);
+        g_atomic_int_set(verdict, 0);
+        pid_t child = fork();
+        ck_assert_int_ge(child, 0);
+        if (child == 0) {
+            signal(SIGALRM, SIG_DFL); /* check's inherited handler would kill the test */
+            alarm(10 * fixture_time_scale());
+            g_atomic_int_set(verdict, check() ? 1 : 2);
+            _exit(0);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(child, &status, 0), child);
+        int v = g_atomic_int_get(verdict);
+        ck_assert_msg(v == 1, "child %d: %s (%s %d)", c,
+                      v == 2 ? "a wrong answer" : "stuck, or died",
+                      WIFEXITED(status) ? "exit" : "signal",
+                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    }
+    munmap(verdict, sizeof(gint));
 }
 
 int fixture_run(Suite *suite)

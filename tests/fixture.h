@@ -48,6 +48,15 @@ gint64 fixture_time_scale(void);
  * machine subtracts the wait: the library did not wait then, the scheduler did. */
 void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us);
 
+/* Forks `children` children one after another, pause_us apart, while the
+ * caller's threads go on: each runs check() (which must start no thread: TSan
+ * forbids it after a multi-threaded fork) and reports through shared memory,
+ * not its exit status (under valgrind a child exits 1 for the memory only the
+ * parent's threads reached). A child stuck for 10 s (× fixture_time_scale())
+ * dies of SIGALRM. Fails the test at the first child whose check failed or
+ * that did not finish. */
+void fixture_fork_children(int children, gint64 pause_us, gboolean (*check)(void));
+
 /* Runs a suite and returns the process exit status (0: every test passed). */
 int fixture_run(Suite *suite);
 
