@@ -54,7 +54,8 @@ void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us);
  * not its exit status (under valgrind a child exits 1 for the memory only the
  * parent's threads reached). A child stuck for 10 s (× fixture_time_scale())
  * dies of SIGALRM. Fails the test at the first child whose check failed or
- * that did not finish. */
+ * that did not finish. Under ThreadSanitizer the children exit without check():
+ * its runtime can hang a child of a multi-threaded fork (fixture.c). */
 void fixture_fork_children(int children, gint64 pause_us, gboolean (*check)(void));
 
 /* Runs a suite and returns the process exit status (0: every test passed). */
