@@ -236,14 +236,15 @@ START_TEST(a_child_forked_while_threads_decide_gets_its_own_connection)
     for (int i = 0; i < 4; i++)
         threads[i] = g_thread_new("busy", keep_deciding, &stop);
     g_usleep(50000);
-    fixture_fork_children(CHILDREN, 20000, child_decides);
+    int checked = fixture_fork_children(CHILDREN, 20000, child_decides);
     g_atomic_int_set(&stop, 1);
     for (int i = 0; i < 4; i++)
         g_thread_join(threads[i]);
-    /* every child's permits were taken in Redis; the parent still decides */
+    /* every child's permits were taken in Redis (none under TSan); the parent still
+     * decides */
     sluice_decision d;
     ck_assert_int_eq(sluice_acquire("child", NULL, 0, &d, NULL), SLUICE_ALLOWED);
-    ck_assert_int_eq(d.remaining, 100 - CHILDREN * CALLS);
+    ck_assert_int_eq(d.remaining, 100 - checked * CALLS);
     sluice_shutdown();
 }
 END_TEST

@@ -226,7 +226,7 @@ void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us)
 #define CHILDREN_CHECK TRUE
 #endif
 
-void fixture_fork_children(int children, gint64 pause_us, gboolean (*check)(void))
+int fixture_fork_children(int children, gint64 pause_us, gboolean (*check)(void))
 {
     gint *verdict =
         mmap(NULL, sizeof(gint), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -255,6 +255,7 @@ void fixture_fork_children(int children, gint64 pause_us, gboolean (*check)(void
                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     }
     munmap(verdict, sizeof(gint));
+    return CHILDREN_CHECK ? children : 0;
 }
 
 int fixture_run(Suite *suite)

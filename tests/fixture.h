@@ -55,8 +55,9 @@ void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us);
  * parent's threads reached). A child stuck for 10 s (× fixture_time_scale())
  * dies of SIGALRM. Fails the test at the first child whose check failed or
  * that did not finish. Under ThreadSanitizer the children exit without check():
- * its runtime can hang a child of a multi-threaded fork (fixture.c). */
-void fixture_fork_children(int children, gint64 pause_us, gboolean (*check)(void));
+ * its runtime can hang a child of a multi-threaded fork (fixture.c). Returns how
+ * many children ran check(): `children`, or 0 under ThreadSanitizer. */
+int fixture_fork_children(int children, gint64 pause_us, gboolean (*check)(void));
 
 /* Runs a suite and returns the process exit status (0: every test passed). */
 int fixture_run(Suite *suite);
