@@ -12,7 +12,8 @@ local function idiv(a, b)
   return q
 end
 
--- the PX of a key whose state is back to full capacity after `us` (> 0) µs. Under
+-- the PX of a key whose state is back to full capacity after `us` (> 0) µs, as a
+-- number (redis.call writes an integer below 2^53 in plain digits). Under
 -- a time override (tests, `sluice replay`) the times are virtual and unrelated to
 -- the real time in which keys expire, so a key lives at least an hour: long enough
 -- not to vanish while virtual time still needs it, short enough to go if a replay
@@ -20,7 +21,7 @@ end
 local function px(us)
   local ms = idiv(us + 999, 1000) + 1
   if ARGV[8] ~= nil and ARGV[8] ~= '' and ms < 3600000 then ms = 3600000 end
-  return string.format('%d', ms)
+  return ms
 end
 
 local function now_us()
