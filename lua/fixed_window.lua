@@ -4,10 +4,11 @@
 --   op: "acquire" | "release" (release does nothing here and answers as a peek)
 --   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
 -- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs.
--- State (string, PX = ceil(reset/1000) + 1 ms): start and count, two little-endian
--- doubles (struct.pack '<d<d', exact below 2^53). seq_key is unused.
+-- State (string, PX = ceil(reset/1000) + 1 ms): start and count, packed (pack_state
+-- 'B<d<d'). seq_key is unused.
 
--- idiv, px, now_us, sizing and zadd_range come from prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing, zadd_range, pack_state and unpack_state come from
+-- prelude.lua, prepended at build time
 
 local key = KEYS[1]
 local limit = tonumber(ARGV[2])
@@ -22,7 +23,7 @@ local need, consume = sizing(permits, capacity)
 local start, count = now, 0
 local stored = redis.call('GET', key)
 if stored then
-  local a, b = struct.unpack('<d<d', stored)
+  local a, b = unpack_state('B<d<d', stored)
   if now < a + w then start, count = a, b end
 end
 
@@ -30,7 +31,7 @@ local allowed = count + need <= limit
 if allowed and consume then
   count = count + need
   -- reset after an admission is (start - now) + w > 0
-  redis.call('SET', key, struct.pack('<d<d', start, count), 'PX', px((start - now) + w))
+  redis.call('SET', key, pack_state('B<d<d', start, count), 'PX', px((start - now) + w))
 end
 local remaining = limit - count
 -- differences first: every intermediate stays a small exact integer

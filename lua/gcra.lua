@@ -8,7 +8,8 @@
 -- Emission interval T = interval_us, delay variation tolerance = burst * T.
 -- seq_key is unused.
 
--- idiv, px, now_us, sizing and zadd_range come from prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing, zadd_range, pack_state and unpack_state come from
+-- prelude.lua, prepended at build time
 
 local key = KEYS[1]
 local burst = tonumber(ARGV[4])

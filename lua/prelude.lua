@@ -24,6 +24,23 @@ local function px(us)
   return ms
 end
 
+-- The state of fixed_window, sliding_window and token_bucket: a format byte, then
+-- little-endian doubles (exact below 2^53; packing costs Redis less than formatting
+-- and matching decimals). fmt is 'B<d<d' or 'B<d<d<d'.
+local STATE_FORMAT = 1
+local function pack_state(fmt, ...)
+  return struct.pack(fmt, STATE_FORMAT, ...)
+end
+
+-- The doubles of a packed state. A value in any other format (another sluice
+-- version's, or not sluice's) fails the script instead of being misread.
+local function unpack_state(fmt, stored)
+  if #stored ~= struct.size(fmt) or string.byte(stored, 1) ~= STATE_FORMAT then
+    error({err = 'ERR sluice: ' .. KEYS[1] .. ' holds a value sluice did not write in this format'})
+  end
+  return select(2, struct.unpack(fmt, stored))
+end
+
 local function now_us()
   if ARGV[8] == nil or ARGV[8] == '' then
     local t = redis.call('TIME')

@@ -8,7 +8,8 @@
 -- number from the seq_key counter (unique even when permits share a microsecond);
 -- both keys get PX = ceil(reset/1000) + 1 ms. Memory grows with limit.
 
--- idiv, px, now_us, sizing and zadd_range come from prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing, zadd_range, pack_state and unpack_state come from
+-- prelude.lua, prepended at build time
 
 local key, seq = KEYS[1], KEYS[2]
 local limit = tonumber(ARGV[2])

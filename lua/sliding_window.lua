@@ -4,12 +4,12 @@
 --   op: "acquire" | "release" (release does nothing here and answers as a peek)
 --   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
 -- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs.
--- State (string, PX = ceil(reset/1000) + 1 ms): start, current and previous, three
--- little-endian doubles (struct.pack '<d<d<d', exact below 2^53), windows aligned to
--- multiples of window_us. seq_key is unused. limit * window_ms < 2^52
+-- State (string, PX = ceil(reset/1000) + 1 ms): start, current and previous, packed
+-- (pack_state 'B<d<d<d'), windows aligned to multiples of window_us. seq_key is unused. limit * window_ms < 2^52
 -- keeps every product exact.
 
--- idiv, px, now_us, sizing and zadd_range come from prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing, zadd_range, pack_state and unpack_state come from
+-- prelude.lua, prepended at build time
 
 local key = KEYS[1]
 local limit = tonumber(ARGV[2])
@@ -28,7 +28,7 @@ local start = now - r
 local cur, prev = 0, 0
 local stored = redis.call('GET', key)
 if stored then
-  local a, b, c = struct.unpack('<d<d<d', stored)
+  local a, b, c = unpack_state('B<d<d<d', stored)
   if start == a then
     cur, prev = b, c
   elseif start == a + w then
@@ -46,7 +46,7 @@ local allowed = cur + need <= limit and prev * weight + (cur + need) * w_ms <= l
 if allowed and consume then
   cur = cur + need
   -- reset after an admission is (start - now) + 2w > 0
-  redis.call('SET', key, struct.pack('<d<d<d', start, cur, prev), 'PX', px((start - now) + 2 * w))
+  redis.call('SET', key, pack_state('B<d<d<d', start, cur, prev), 'PX', px((start - now) + 2 * w))
 end
 local remaining = idiv(limit * w_ms - prev * weight - cur * w_ms, w_ms)
 if remaining < 0 then remaining = 0 end

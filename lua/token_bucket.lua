@@ -6,12 +6,12 @@
 --   takes its tokens now when they are due within reserve_us (wait_us = when due);
 --   now_us: "" = Redis TIME, else a test/replay override
 -- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs.
--- State (string, PX = ceil(reset/1000) + 1 ms): tokens and last_refill, two
--- little-endian doubles (struct.pack '<d<d', exact below 2^53: cheaper for Redis than
--- formatting and matching decimals); tokens may be below 0 while reservations are
--- pending. seq_key is unused.
+-- State (string, PX = ceil(reset/1000) + 1 ms): tokens and last_refill, packed
+-- (pack_state 'B<d<d'); tokens may be below 0 while reservations are pending.
+-- seq_key is unused.
 
--- idiv, px, now_us, sizing and zadd_range come from prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing, zadd_range, pack_state and unpack_state come from
+-- prelude.lua, prepended at build time
 
 local key = KEYS[1]
 local burst = tonumber(ARGV[4])
@@ -28,7 +28,7 @@ if permits > capacity then reserve = 0 end
 local tokens, last = burst, now
 local stored = redis.call('GET', key)
 if stored then
-  tokens, last = struct.unpack('<d<d', stored)
+  tokens, last = unpack_state('B<d<d', stored)
   if tokens < burst and now > last then
     local gained = idiv(now - last, t)
     tokens = tokens + gained
@@ -50,7 +50,7 @@ end
 if allowed and consume then
   tokens = tokens - need
   -- reset after an admission is (last - now) + (burst - tokens) * t > 0
-  redis.call('SET', key, struct.pack('<d<d', tokens, last), 'PX',
+  redis.call('SET', key, pack_state('B<d<d', tokens, last), 'PX',
              px((last - now) + (burst - tokens) * t))
 end
 local remaining = tokens > 0 and tokens or 0

@@ -124,6 +124,40 @@ START_TEST(noscript_after_script_flush_is_reloaded_transparently)
 }
 END_TEST
 
+/* A state value sluice did not write in this format (another version's decimals, or
+ * another program's) fails the call with an error that says so, then on_error
+ * decides; it is never misread as a state. Loop: fixed_window, sliding_window,
+ * token_bucket (the packed states). */
+START_TEST(a_state_in_another_format_is_an_error_not_misread)
+{
+    static const char *const packed[] = {"fixed_window", "sliding_window", "token_bucket"};
+    static const char *const packed_tags[] = {"fw", "sw", "tb"};
+    static const char *const foreign[] = {"1763695012345678 3", "1763695012345678 1234 12",
+                                          "999 1763695012345678"};
+    g_autofree char *ini = g_strdup_printf(
+        "[sluice]\non_error = deny\n[limit:v]\nalgorithm = %s\nlimit = 5\nwindow = 10s\n",
+        packed[_i]);
+    fixture_init(ini);
+    g_autofree char *key = g_strdup_printf("sluice:%s:{1:v:}", packed_tags[_i]);
+    freeReplyObject(test_redis_command(fixture_redis(), "SET %s %s", key, foreign[_i]));
+    g_autoptr(GError) error = NULL;
+    sluice_decision d;
+    ck_assert_int_eq(sluice_acquire("v", NULL, 1, &d, &error), SLUICE_ERROR);
+    ck_assert_int_eq(d.allowed, FALSE); /* on_error = deny */
+    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND));
+    ck_assert_msg(strstr(error->message, "did not write in this format"), "%s", error->message);
+    /* the value is left as it was; once it is gone, the limit starts afresh */
+    redisReply *left = test_redis_command(fixture_redis(), "GET %s", key);
+    ck_assert_str_eq(left->str, foreign[_i]);
+    freeReplyObject(left);
+    freeReplyObject(test_redis_command(fixture_redis(), "DEL %s", key));
+    g_clear_error(&error);
+    ck_assert_int_eq(sluice_acquire("v", NULL, 1, &d, &error), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 4);
+    sluice_shutdown();
+}
+END_TEST
+
 START_TEST(keys_carry_a_ttl_and_vanish_when_idle)
 {
     sluice_testing_set_clock(NULL, NULL, NULL);
@@ -509,6 +543,7 @@ int main(void)
     tcase_add_test(tc, two_processes_share_one_limit);
     tcase_add_test(tc, fork_children_decide_on_their_own_connections);
     tcase_add_test(tc, noscript_after_script_flush_is_reloaded_transparently);
+    tcase_add_loop_test(tc, a_state_in_another_format_is_an_error_not_misread, 0, 3);
     tcase_add_test(tc, keys_carry_a_ttl_and_vanish_when_idle);
     tcase_add_test(tc, calls_for_thousands_of_permits_log_one_member_each);
     tcase_add_loop_test(tc, memory_per_key_stays_small_whatever_the_limit, 0,
