@@ -93,18 +93,22 @@ static void publish(void)
     added = FALSE;
 }
 
-static gboolean valid_name(const char *name)
+/* A descriptor's priv_registered: not yet linked, linked, or linked with a name no
+ * rule can have (empty, too long, not UTF-8), found once when it is linked. */
+enum { UNLINKED, LINKED, LINKED_BAD_NAME };
+
+static void say_bad_name(const sluice_descriptor *d)
 {
-    return sluice__check_name(name, NULL);
+    g_warning("%s:%d: %s: the limit name is empty, too long or not UTF-8; the function "
+              "is not limited",
+              d->file, d->line, d->function);
 }
 
 /* With the write lock held: binds one descriptor, and says so when it has no rule. */
 static void bind_one(sluice_descriptor *d)
 {
-    if (!valid_name(d->name)) {
-        g_warning("%s:%d: %s: the limit name is empty, too long or not UTF-8; the function "
-                  "is not limited",
-                  d->file, d->line, d->function);
+    if (g_atomic_int_get(&d->priv_registered) == LINKED_BAD_NAME) {
+        say_bad_name(d);
         return;
     }
     sluice__limiter *limiter = limiter_for(d->name);
@@ -114,20 +118,38 @@ static void bind_one(sluice_descriptor *d)
     g_atomic_pointer_set(&d->priv_limiter, limiter);
 }
 
-void sluice__register(sluice_descriptor *descriptor)
+/* Links a descriptor into the list once; TRUE for the call that linked it. */
+static gboolean link_once(sluice_descriptor *descriptor)
 {
-    if (!descriptor || !g_atomic_int_compare_and_exchange(&descriptor->priv_registered, 0, 1))
-        return;
+    int state = sluice__check_name(descriptor->name, NULL) ? LINKED : LINKED_BAD_NAME;
+    if (!g_atomic_int_compare_and_exchange(&descriptor->priv_registered, UNLINKED, state))
+        return FALSE;
     sluice_descriptor *head;
     do {
         head = g_atomic_pointer_get(&descriptors);
         descriptor->priv_next = head;
     } while (!g_atomic_pointer_compare_and_exchange(&descriptors, head, descriptor));
+    return TRUE;
+}
+
+void sluice__register(sluice_descriptor *descriptor)
+{
+    if (descriptor && !g_atomic_int_get(&descriptor->priv_registered))
+        link_once(descriptor);
 }
 
 sluice__limiter *sluice__registry_bind(sluice_descriptor *descriptor)
 {
-    sluice__register(descriptor);
+    gboolean linked_now = !g_atomic_int_get(&descriptor->priv_registered) && link_once(descriptor);
+    /* no lock for what binding cannot change: a bad name (said once: by init and
+     * each reload, or here by the call that linked a guard), or no sluice_init yet */
+    if (g_atomic_int_get(&descriptor->priv_registered) == LINKED_BAD_NAME) {
+        if (linked_now && g_atomic_int_get(&active))
+            say_bad_name(descriptor);
+        return NULL;
+    }
+    if (!g_atomic_int_get(&active))
+        return NULL;
     g_rw_lock_writer_lock(&lock);
     if (active && !sluice__registry_limiter_of(descriptor)) {
         bind_one(descriptor);
@@ -159,7 +181,7 @@ void sluice__registry_apply(const sluice__config *config)
         limiters = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, limiter_free);
         rules = g_hash_table_new_full(rule_hash, rule_equal, g_free, NULL);
         retired = g_ptr_array_new_with_free_func((GDestroyNotify)g_hash_table_unref);
-        active = TRUE;
+        g_atomic_int_set(&active, TRUE);
     }
     g_hash_table_iter_init(&it, config->rules);
     while (g_hash_table_iter_next(&it, &name, &rule))
@@ -186,7 +208,7 @@ void sluice__registry_clear(void)
         limiters = rules = NULL;
         retired = NULL;
         added = FALSE;
-        active = FALSE;
+        g_atomic_int_set(&active, FALSE);
     }
     g_rw_lock_writer_unlock(&lock);
 }

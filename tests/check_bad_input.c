@@ -226,6 +226,33 @@ RATE_LIMITED_FUNCTION(int, broken_name, (void), (), "br\xffoken", busy, NULL)
     return 1;
 }
 
+static void count_bad_name(const gchar *domain, GLogLevelFlags level, const gchar *message,
+                           gpointer user_data)
+{
+    (void)domain;
+    (void)level;
+    if (strstr(message, "the limit name is empty, too long or not UTF-8"))
+        (*(int *)user_data)++;
+}
+
+/* A decorated function whose name no rule can have is said once per function (at
+ * init), not at each call, and its calls run the body. */
+START_TEST(a_decorated_name_no_rule_can_have_is_said_once)
+{
+    int warned = 0;
+    guint handler = g_log_set_handler("sluice", G_LOG_LEVEL_WARNING, count_bad_name, &warned);
+    fixture_init(fixed);
+    ck_assert_int_eq(warned, 2); /* empty_name and broken_name */
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(empty_name(), 1);
+        ck_assert_int_eq(broken_name(), 1);
+    }
+    ck_assert_int_eq(warned, 2);
+    g_log_remove_handler("sluice", handler);
+    sluice_shutdown();
+}
+END_TEST
+
 static void count_descriptor(const sluice_descriptor *d, gboolean has_rule, gpointer n)
 {
     (void)d;
@@ -551,6 +578,7 @@ int main(void)
     tcase_add_test(tc, init_refuses_bad_paths_and_files);
     tcase_add_test(tc, init_refuses_huge_or_broken_keyfiles_with_a_short_message);
     tcase_add_test(tc, the_other_public_functions_refuse_null);
+    tcase_add_test(tc, a_decorated_name_no_rule_can_have_is_said_once);
     tcase_add_test(tc, the_asynchronous_call_refuses_bad_input_too);
     suite_add_tcase(s, tc);
 
