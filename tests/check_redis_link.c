@@ -205,14 +205,6 @@ END_TEST
 
 /* ---- fork() while threads decide -------------------------------------------------------- */
 
-static gpointer keep_deciding(gpointer data)
-{
-    gint *stop = data;
-    while (!g_atomic_int_get(stop))
-        sluice_acquire("busy", NULL, 1, NULL, NULL);
-    return NULL;
-}
-
 enum { CHILDREN = 6, CALLS = 3 };
 
 /* A child stuck on its parent's connection (or lock) never answers. */
@@ -231,15 +223,7 @@ START_TEST(a_child_forked_while_threads_decide_gets_its_own_connection)
 {
     fixture_init("[limit:busy]\nalgorithm = token_bucket\nlimit = 1000000\nwindow = 1s\n"
                  "[limit:child]\nalgorithm = fixed_window\nlimit = 100\nwindow = 1h\n");
-    gint stop = 0;
-    GThread *threads[4];
-    for (int i = 0; i < 4; i++)
-        threads[i] = g_thread_new("busy", keep_deciding, &stop);
-    g_usleep(50000);
-    int checked = fixture_fork_children(CHILDREN, 20000, child_decides);
-    g_atomic_int_set(&stop, 1);
-    for (int i = 0; i < 4; i++)
-        g_thread_join(threads[i]);
+    int checked = fixture_fork_children("busy", CHILDREN, 20000, child_decides);
     /* every child's permits were taken in Redis (none under TSan); the parent still
      * decides */
     sluice_decision d;

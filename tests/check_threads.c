@@ -231,14 +231,6 @@ END_TEST
 
 /* ---- fork() while threads decide ------------------------------------------------------ */
 
-static gpointer keep_deciding(gpointer data)
-{
-    gint *halt = data;
-    while (!g_atomic_int_get(halt))
-        sluice_acquire("forked", NULL, 1, NULL, NULL);
-    return NULL;
-}
-
 /* A memory decision holds its limit's lock most of the time a thread spends in it:
  * a child forked meanwhile must not find that lock held (18 of 20 children hung
  * before sluice held it across fork()). The children decide, also wait on a
@@ -260,14 +252,7 @@ START_TEST(a_child_forked_while_threads_decide_decides_too)
                  "burst = 1000000000000\n"
                  "[limit:slot]\nalgorithm = concurrency\nlimit = 1\nwait = 20ms\n");
     sluice_testing_set_clock(NULL, NULL, NULL);
-    gint halt = 0;
-    GThread *threads[4];
-    for (int i = 0; i < 4; i++)
-        threads[i] = g_thread_new("decider", keep_deciding, &halt);
-    fixture_fork_children(20, 5000, forked_child_decides);
-    g_atomic_int_set(&halt, 1);
-    for (int i = 0; i < 4; i++)
-        g_thread_join(threads[i]);
+    fixture_fork_children("forked", 20, 5000, forked_child_decides);
     sluice_shutdown();
 }
 END_TEST

@@ -226,8 +226,26 @@ void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us)
 #define CHILDREN_CHECK TRUE
 #endif
 
-int fixture_fork_children(int children, gint64 pause_us, gboolean (*check)(void))
+typedef struct {
+    const char *name;
+    gint stop;
+} deciders;
+
+static gpointer keep_deciding(gpointer data)
 {
+    deciders *d = data;
+    while (!g_atomic_int_get(&d->stop))
+        sluice_acquire(d->name, NULL, 1, NULL, NULL);
+    return NULL;
+}
+
+int fixture_fork_children(const char *deciding, int children, gint64 pause_us,
+                          gboolean (*check)(void))
+{
+    deciders d = {deciding, 0};
+    GThread *threads[4];
+    for (guint i = 0; i < G_N_ELEMENTS(threads); i++)
+        threads[i] = g_thread_new("decider", keep_deciding, &d);
     gint *verdict =
         mmap(NULL, sizeof(gint), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert(verdict != MAP_FAILED);
@@ -255,6 +273,9 @@ int fixture_fork_children(int children, gint64 pause_us, gboolean (*check)(void)
                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     }
     munmap(verdict, sizeof(gint));
+    g_atomic_int_set(&d.stop, 1);
+    for (guint i = 0; i < G_N_ELEMENTS(threads); i++)
+        g_thread_join(threads[i]);
     return CHILDREN_CHECK ? children : 0;
 }
 

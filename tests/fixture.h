@@ -48,16 +48,17 @@ gint64 fixture_time_scale(void);
  * machine subtracts the wait: the library did not wait then, the scheduler did. */
 void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us);
 
-/* Forks `children` children one after another, pause_us apart, while the
- * caller's threads go on: each runs check() (which must start no thread: TSan
- * forbids it after a multi-threaded fork) and reports through shared memory,
- * not its exit status (under valgrind a child exits 1 for the memory only the
- * parent's threads reached). A child stuck for 10 s (× fixture_time_scale())
- * dies of SIGALRM. Fails the test at the first child whose check failed or
- * that did not finish. Under ThreadSanitizer the children exit without check():
- * its runtime can hang a child of a multi-threaded fork (fixture.c). Returns how
- * many children ran check(): `children`, or 0 under ThreadSanitizer. */
-int fixture_fork_children(int children, gint64 pause_us, gboolean (*check)(void));
+/* Starts 4 threads that decide on the limit `deciding` (one permit at a time)
+ * and, while they do, forks `children` children one after another, pause_us
+ * apart; then stops and joins the threads. Each child runs check() (which must start no thread:
+ * TSan forbids it after a multi-threaded fork) and reports through shared memory, not its exit
+ * status (under valgrind a child exits 1 for the memory only the parent's threads reached). A child
+ * stuck for 10 s (× fixture_time_scale()) dies of SIGALRM. Fails the test at the first child whose
+ * check failed or that did not finish. Under ThreadSanitizer the children exit without check(): its
+ * runtime can hang a child of a multi-threaded fork (fixture.c). Returns how many children ran
+ * check(): `children`, or 0 under ThreadSanitizer. */
+int fixture_fork_children(const char *deciding, int children, gint64 pause_us,
+                          gboolean (*check)(void));
 
 /* Runs a suite and returns the process exit status (0: every test passed). */
 int fixture_run(Suite *suite);
