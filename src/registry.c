@@ -121,6 +121,8 @@ static void bind_one(sluice_descriptor *d)
 /* Links a descriptor into the list once; TRUE for the call that linked it. */
 static gboolean link_once(sluice_descriptor *descriptor)
 {
+    if (g_atomic_int_get(&descriptor->priv_registered) != UNLINKED)
+        return FALSE; /* the common case: no name to check */
     int state = sluice__check_name(descriptor->name, NULL) ? LINKED : LINKED_BAD_NAME;
     if (!g_atomic_int_compare_and_exchange(&descriptor->priv_registered, UNLINKED, state))
         return FALSE;
@@ -134,13 +136,13 @@ static gboolean link_once(sluice_descriptor *descriptor)
 
 void sluice__register(sluice_descriptor *descriptor)
 {
-    if (descriptor && !g_atomic_int_get(&descriptor->priv_registered))
+    if (descriptor)
         link_once(descriptor);
 }
 
 sluice__limiter *sluice__registry_bind(sluice_descriptor *descriptor)
 {
-    gboolean linked_now = !g_atomic_int_get(&descriptor->priv_registered) && link_once(descriptor);
+    gboolean linked_now = link_once(descriptor);
     /* no lock for what binding cannot change: a bad name (said once: by init and
      * each reload, or here by the call that linked a guard), or no sluice_init yet */
     if (g_atomic_int_get(&descriptor->priv_registered) == LINKED_BAD_NAME) {

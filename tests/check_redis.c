@@ -208,8 +208,9 @@ static const gint64 largest[] = {G_GINT64_CONSTANT(1) << 50, 4503599627, 1000000
 START_TEST(memory_per_key_stays_small_whatever_the_limit)
 {
     int a = _i % (int)G_N_ELEMENTS(algorithms);
-    gint64 limit = _i < (int)G_N_ELEMENTS(algorithms) ? 1000000 : largest[a];
-    gint64 take = limit == 1000000 ? 999 : limit;
+    gboolean at_largest = _i >= (int)G_N_ELEMENTS(algorithms);
+    gint64 limit = at_largest ? largest[a] : 1000000;
+    gint64 take = at_largest ? limit : 999;
     g_autofree char *ini =
         g_strdup_printf("[limit:m]\nalgorithm = %s\nlimit = %" G_GINT64_FORMAT "\nwindow = 1000s\n",
                         algorithms[a], limit);
