@@ -10,8 +10,8 @@
 #include <glib/gstdio.h>
 #include <sluice/error.h>
 
-#include "redis_key.h"
-#include "redis_url.h"
+#include "redis/key.h"
+#include "redis/url.h"
 #include "secret.h"
 #include "value.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "backend_memory.h"
-#include "backend_redis.h"
+#include "redis/redis.h"
 #include "fork_guard.h"
 #include "config.h"
 #include "api.h"

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "redis_conn.h"
+#include "redis/conn.h"
 
 static void check_decimal(gint64 v, const char *expected)
 {

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "redis_key.h"
+#include "redis/key.h"
 
 #define PREFIX "sluice:"
 

@@ -7,8 +7,8 @@
 
 #include "config.h"
 #include "fuzz.h"
-#include "redis_key.h"
-#include "redis_url.h"
+#include "redis/key.h"
+#include "redis/url.h"
 #include "value.h"
 
 static void check_rule(const char *name, const sluice__rule *r, const sluice__config *c)

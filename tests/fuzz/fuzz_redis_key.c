@@ -6,7 +6,7 @@
 #include <glib.h>
 
 #include "fuzz.h"
-#include "redis_key.h"
+#include "redis/key.h"
 
 #define PREFIX "p:"
 

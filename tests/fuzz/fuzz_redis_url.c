@@ -5,7 +5,7 @@
 #include <glib.h>
 
 #include "fuzz.h"
-#include "redis_url.h"
+#include "redis/url.h"
 
 /* A password no error sentence contains; `~` needs no escaping in a URL. */
 #define SENTINEL "~PW~"

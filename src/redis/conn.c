@@ -5,7 +5,7 @@
  * deadline (hiredis 0.14's socket timeouts round up to the kernel's tick and
  * restart with every read). */
 #define _GNU_SOURCE /* ppoll */
-#include "redis_conn.h"
+#include "redis/conn.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
 #include <glib.h>
 #include <hiredis/hiredis.h>
 
-#include "backend_redis_internal.h"
+#include "redis/internal.h"
 
 /* How an exchange with Redis ended. */
 typedef enum {

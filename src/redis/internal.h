@@ -5,8 +5,8 @@
 #include <glib.h>
 
 #include "backend.h"
-#include "breaker.h"
-#include "redis_url.h"
+#include "redis/breaker.h"
+#include "redis/url.h"
 
 #define SLUICE__ALGORITHMS 6
 

@@ -8,20 +8,20 @@
  * the test clock (sluice_testing_set_clock), whose time is passed as the scripts'
  * override. A breaker stops calling a dead server for a growing pause so that
  * on_error answers at once meanwhile. */
-#include "backend_redis.h"
+#include "redis/redis.h"
 
 #include <hiredis/hiredis.h>
 #include <sluice/error.h>
 
-#include "backend_redis_async.h"
-#include "breaker.h"
+#include "redis/async_client.h"
+#include "redis/breaker.h"
 #include "clock.h"
 #include "lua_scripts.h"
-#include "redis_conn.h"
-#include "redis_key.h"
-#include "redis_link.h"
-#include "redis_script.h"
-#include "redis_url.h"
+#include "redis/conn.h"
+#include "redis/key.h"
+#include "redis/link.h"
+#include "redis/script.h"
+#include "redis/url.h"
 
 #define ALGORITHMS SLUICE__ALGORITHMS
 

@@ -9,7 +9,7 @@
  * longest pause. The closed path reads one atomic integer, and a refused call
  * takes no lock either: threads that pile up on a dead server never queue behind
  * each other. */
-#include "breaker.h"
+#include "redis/breaker.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
 #ifndef SLUICE_BACKEND_REDIS_ASYNC_H
 #define SLUICE_BACKEND_REDIS_ASYNC_H
 
-#include "backend_redis_internal.h"
+#include "redis/internal.h"
 
 sluice__redis_async *sluice__redis_async_new(void);
 /* Fails what is still in flight and closes every connection. No main context may

@@ -19,7 +19,7 @@
  * one thread, while others wait for it, each until its own deadline, and share its
  * failure. After fork() the child starts without a connection (pthread_atfork). */
 #define _GNU_SOURCE
-#include "redis_link.h"
+#include "redis/link.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -32,7 +32,7 @@
 
 #include <sluice/error.h>
 
-#include "redis_conn.h"
+#include "redis/conn.h"
 
 #define BATCH 64 /* replies handed out per taking of the lock */
 #define WAKES 64 /* wake-ups put off until the lock is let go */

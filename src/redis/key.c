@@ -1,6 +1,6 @@
 /* The Redis key names of a limit and a caller: PREFIX{LEN:NAME:KEY}, escaped so
  * that the hash tag is exactly what sluice writes, and long keys hashed. */
-#include "redis_key.h"
+#include "redis/key.h"
 
 #include <string.h>
 

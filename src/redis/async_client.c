@@ -9,7 +9,7 @@
  * not answer one command will not answer the next), to be made again by the next
  * call. The breaker of the blocking client is shared, so a dead server costs the
  * loop nothing while it is open. */
-#include "backend_redis_async.h"
+#include "redis/async_client.h"
 
 #include <unistd.h>
 
@@ -17,8 +17,8 @@
 #include <hiredis/async.h>
 #include <sluice/error.h>
 
-#include "redis_key.h"
-#include "redis_script.h"
+#include "redis/key.h"
+#include "redis/script.h"
 
 typedef struct connection connection;
 

@@ -1,9 +1,9 @@
 /* One script call of the redis backend: its EVALSHA arguments and reading its reply. */
-#include "redis_script.h"
+#include "redis/script.h"
 
 #include "clock.h"
 #include "lua_scripts.h"
-#include "redis_conn.h"
+#include "redis/conn.h"
 
 void sluice__redis_script_init(sluice__redis_script *s, const char *sha, const sluice__rule *rule,
                                const char *state_key, const char *seq_key, const char *op,

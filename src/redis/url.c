@@ -1,6 +1,6 @@
 /* The `redis` keyfile value: redis://[user:password@]host[:port][/db] or
  * unix:///path.sock[?db=N], parsed with GUri. */
-#include "redis_url.h"
+#include "redis/url.h"
 
 #include <string.h>
 

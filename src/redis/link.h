@@ -5,7 +5,7 @@
 #include <glib.h>
 #include <hiredis/hiredis.h>
 
-#include "backend_redis_internal.h"
+#include "redis/internal.h"
 
 typedef struct sluice__redis_link sluice__redis_link;
 
