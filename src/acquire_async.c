@@ -229,7 +229,7 @@ static void asked(const sluice__verdict *v, GError *failure, gpointer task)
     }
     if (r->finished) { /* cancelled meanwhile: give back what came too late */
         if (!failure && v->leased > 0)
-            sluice__engine_give_back(r->limiter, r->key, v->leased);
+            sluice__engine_release(r->limiter, r->key, v->leased);
         g_clear_error(&failure);
         g_object_unref(task);
         return;

@@ -299,8 +299,7 @@ void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_u
     state->idle_at = now_us + v->reset_after_us;
 }
 
-void sluice__give_back(const sluice__rule *rule, sluice__state *state, gint64 now_us,
-                       gint64 permits)
+void sluice__release(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits)
 {
     if (rule->algorithm != SLUICE__CONCURRENCY || permits <= 0)
         return;

@@ -47,8 +47,7 @@ void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_u
                     gint64 reserve_us, sluice__verdict *verdict);
 
 /* Gives back `permits` concurrency permits, oldest lease first. */
-void sluice__give_back(const sluice__rule *rule, sluice__state *state, gint64 now_us,
-                       gint64 permits);
+void sluice__release(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits);
 
 /* Frees what the state holds (not the state itself) and makes it fresh. */
 void sluice__state_clear(sluice__state *state);

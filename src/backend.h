@@ -29,8 +29,8 @@ typedef struct {
                          gint64 reserve_us, GMainContext *context, sluice__decided_func done,
                          gpointer data);
     /* Gives back concurrency permits; failures are logged, not returned. */
-    void (*give_back)(sluice__backend *backend, sluice__limiter *limiter, const sluice__rule *rule,
-                      const char *key, gint64 permits);
+    void (*release)(sluice__backend *backend, sluice__limiter *limiter, const sluice__rule *rule,
+                    const char *key, gint64 permits);
     /* Forgets the state of key (NULL: the limit's single shared state), so the
      * limit is back to full capacity. FALSE with *error when the backend failed. */
     gboolean (*reset)(sluice__backend *backend, sluice__limiter *limiter, const char *key,

@@ -160,8 +160,8 @@ static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter
     return TRUE;
 }
 
-static void memory_give_back(sluice__backend *backend, sluice__limiter *limiter,
-                             const sluice__rule *rule, const char *key, gint64 permits)
+static void memory_release(sluice__backend *backend, sluice__limiter *limiter,
+                           const sluice__rule *rule, const char *key, gint64 permits)
 {
     sluice__memory_store *store = limiter->memory;
     (void)backend;
@@ -170,7 +170,7 @@ static void memory_give_back(sluice__backend *backend, sluice__limiter *limiter,
     if (store->shaped && sluice__rule_same_state(&store->shape, rule)) {
         sluice__state *state = key ? g_hash_table_lookup(store->keyed, key) : &store->keyless;
         if (state)
-            sluice__give_back(rule, state, sluice__clock_now(), permits);
+            sluice__release(rule, state, sluice__clock_now(), permits);
     }
     pthread_mutex_unlock(&store->lock);
 }
@@ -199,7 +199,7 @@ static void memory_free(sluice__backend *backend)
 static const sluice__backend_funcs memory_funcs = {
     .name = "memory",
     .decide = memory_decide,
-    .give_back = memory_give_back,
+    .release = memory_release,
     .reset = memory_reset,
     .free = memory_free,
 };

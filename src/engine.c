@@ -264,14 +264,14 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
     return sluice__engine_count(limiter, site, outcome, waited, start);
 }
 
-void sluice__engine_give_back(sluice__limiter *limiter, const char *key, gint64 permits)
+void sluice__engine_release(sluice__limiter *limiter, const char *key, gint64 permits)
 {
     const sluice__rule *rule = sluice__limiter_rule(limiter);
     if (!rule || rule->algorithm != SLUICE__CONCURRENCY || permits <= 0)
         return;
     permits = MIN(permits, rule->limit); /* no more leases than that; keeps Lua's %d exact */
     sluice__backend *b = g_atomic_pointer_get(&backend);
-    b->funcs->give_back(b, limiter, rule, rule->per_key ? key : NULL, permits);
+    b->funcs->release(b, limiter, rule, rule->per_key ? key : NULL, permits);
     g_mutex_lock(&wake_lock);
     releases++;
     g_cond_broadcast(&wake);

@@ -16,7 +16,7 @@ void sluice__engine_set_backends(sluice__backend *backend, sluice__backend *loca
 /* One decision for limiter under its current rule. wait_us < 0: the rule's wait.
  * Returns SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_ERROR (backend failure: *error
  * set, out->allowed is the policy's verdict). *taken is set to the permits that
- * must be given back with sluice__engine_give_back (concurrency), else 0. The
+ * must be given back with sluice__engine_release (concurrency), else 0. The
  * decision is counted in the limiter's stats and in `site` (a decorated
  * function's; may be NULL). */
 int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 permits,
@@ -24,7 +24,7 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
                            GError **error);
 
 /* Gives back concurrency permits and wakes callers waiting for them. */
-void sluice__engine_give_back(sluice__limiter *limiter, const char *key, gint64 permits);
+void sluice__engine_release(sluice__limiter *limiter, const char *key, gint64 permits);
 
 /* Forgets the state of key under limiter (the key is ignored when the rule says
  * per_key = false) in the backend, and in the memory backend too when on_error =

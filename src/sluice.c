@@ -283,7 +283,7 @@ void sluice_release(const char *name, const char *key, gint64 permits)
         return;
     }
     if (limiter)
-        sluice__engine_give_back(limiter, key, permits);
+        sluice__engine_release(limiter, key, permits);
 }
 
 /* ---- what the macros call ----------------------------------------------------- */
@@ -372,7 +372,7 @@ void sluice__leave(sluice_lease *lease)
 {
     if (G_LIKELY(!lease || lease->priv_permits == 0))
         return;
-    sluice__engine_give_back(lease->priv_limiter, lease->priv_key, lease->priv_permits);
+    sluice__engine_release(lease->priv_limiter, lease->priv_key, lease->priv_permits);
     lease->priv_permits = 0;
 }
 

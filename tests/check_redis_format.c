@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "redis/conn.h"
+#include "redis/resp.h"
 
 static void check_decimal(gint64 v, const char *expected)
 {

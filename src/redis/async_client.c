@@ -1,14 +1,15 @@
 /* The redis backend without blocking: hiredis' asynchronous API on GLib main contexts.
  *
- * One connection per GMainContext that asks (hiredis' GLib adapter makes it a
- * source of that context), so every decision of a main loop is pipelined on one
- * socket and none blocks the loop. AUTH and SELECT are queued ahead of the first
- * command; NOSCRIPT queues SCRIPT LOAD and the EVALSHA again. hiredis 0.14 has no
+ * One connection per node and GMainContext that asks (hiredis' GLib adapter makes
+ * it a source of that context), so every decision of a main loop is pipelined on
+ * one socket per node and none blocks the loop. AUTH and SELECT are queued ahead
+ * of the first command; NOSCRIPT sends the script again with EVAL, which runs it
+ * and caches it. hiredis 0.14 has no
  * command timeout in its asynchronous API, so each command has a timeout source:
  * when it fires the call fails and the connection is dropped (a server that does
  * not answer one command will not answer the next), to be made again by the next
- * call. The breaker of the blocking client is shared, so a dead server costs the
- * loop nothing while it is open. */
+ * call. The node's breaker is the blocking client's too, so a dead server costs
+ * the loop nothing while it is open. */
 #include "redis/async_client.h"
 
 #include <unistd.h>
@@ -25,7 +26,7 @@ typedef struct connection connection;
 /* One decision in flight. */
 typedef struct {
     connection *conn;
-    sluice__redis_backend *backend;
+    sluice__redis_node *node;
     sluice__redis_script script;
     int algorithm;
     gboolean retried; /* NOSCRIPT was seen once */
@@ -99,9 +100,10 @@ static void queue(redisAsyncContext *ac, int argc, const char **argv)
 
 /* The connection of context, made (and AUTH and SELECT queued) when needed; NULL
  * with *error when it cannot even start. */
-static connection *connection_for(sluice__redis_backend *b, GMainContext *context, GError **error)
+static connection *connection_for(sluice__redis_node *node, GMainContext *context, GError **error)
 {
-    sluice__redis_async *a = b->async;
+    const sluice__redis_endpoint *e = &node->endpoint;
+    sluice__redis_async *a = node->async;
     g_mutex_lock(&a->lock);
     connection *c = g_hash_table_lookup(a->connections, context);
     if (c && c->pid != getpid()) { /* the parent's, after fork(): leave it alone */
@@ -112,11 +114,11 @@ static connection *connection_for(sluice__redis_backend *b, GMainContext *contex
     if (c)
         return c;
 
-    redisAsyncContext *ac = b->url.socket ? redisAsyncConnectUnix(b->url.socket)
-                                          : redisAsyncConnect(b->url.host, b->url.port);
+    redisAsyncContext *ac =
+        e->socket ? redisAsyncConnectUnix(e->socket) : redisAsyncConnect(e->host, e->port);
     if (!ac || ac->err) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND, "%s: connect: %s", b->what,
-                    ac ? ac->errstr : "out of memory");
+        sluice__redis_fail(error, SLUICE_ERROR_BACKEND, e, "connect",
+                           ac ? ac->errstr : "out of memory");
         if (ac)
             redisAsyncFree(ac);
         return NULL;
@@ -130,12 +132,12 @@ static connection *connection_for(sluice__redis_backend *b, GMainContext *contex
     c->source = redis_source_new(ac);
     ac->ev.cleanup = cleanup; /* the adapter's, and ours after it */
     g_source_attach(c->source, context);
-    if (b->url.password && b->url.user)
-        queue(ac, 3, (const char *[]){"AUTH", b->url.user, b->url.password});
-    else if (b->url.password)
-        queue(ac, 2, (const char *[]){"AUTH", b->url.password});
-    if (b->url.db != 0) {
-        g_autofree char *db = g_strdup_printf("%d", b->url.db);
+    if (e->password && e->user)
+        queue(ac, 3, (const char *[]){"AUTH", e->user, e->password});
+    else if (e->password)
+        queue(ac, 2, (const char *[]){"AUTH", e->password});
+    if (e->db != 0) {
+        g_autofree char *db = g_strdup_printf("%d", e->db);
         queue(ac, 2, (const char *[]){"SELECT", db});
     }
     g_mutex_lock(&a->lock);
@@ -167,9 +169,9 @@ static void conclude(request *r, const sluice__verdict *v, GError *failure)
         g_clear_pointer(&r->timer, g_source_unref);
     }
     if (failure)
-        sluice__breaker_failure(&r->backend->breaker, r->trial, failure->message);
+        sluice__breaker_failure(&r->node->breaker, r->trial, failure->message);
     else
-        sluice__breaker_success(&r->backend->breaker);
+        sluice__breaker_success(&r->node->breaker);
     r->done(v, failure, r->data);
 }
 
@@ -187,8 +189,9 @@ static gboolean send_script(request *r)
 
 static GError *failed(const request *r, const char *why)
 {
-    return g_error_new(SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND, "%s: EVALSHA: %s",
-                       r->backend->what, why);
+    GError *failure = NULL;
+    sluice__redis_fail(&failure, SLUICE_ERROR_BACKEND, &r->node->endpoint, "EVALSHA", why);
+    return failure;
 }
 
 static void on_reply(redisAsyncContext *ac, void *reply, void *p)
@@ -231,34 +234,36 @@ static gboolean timed_out(gpointer p)
     return G_SOURCE_REMOVE;
 }
 
-void sluice__redis_decide_async(sluice__backend *backend, sluice__limiter *limiter,
-                                const sluice__rule *rule, const char *key, gint64 permits,
+void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *node,
+                                const sluice__rule *rule, sluice__redis_keys *keys, gint64 permits,
                                 gint64 reserve_us, GMainContext *context, sluice__decided_func done,
                                 gpointer data)
 {
-    sluice__redis_backend *b = (sluice__redis_backend *)backend;
     GError *failure = NULL;
     gboolean trial;
 
-    if (!sluice__breaker_allow(&b->breaker, &trial)) {
-        sluice__breaker_refuse(&b->breaker, &failure);
+    if (!sluice__breaker_allow(&node->breaker, &trial)) {
+        sluice__redis_keys_clear(keys);
+        sluice__breaker_refuse(&node->breaker, &failure);
         done(NULL, failure, data);
         return;
     }
-    connection *c = connection_for(b, context, &failure);
+    connection *c = connection_for(node, context, &failure);
     if (!c) {
-        sluice__breaker_failure(&b->breaker, trial, failure->message);
+        sluice__redis_keys_clear(keys);
+        sluice__breaker_failure(&node->breaker, trial, failure->message);
         done(NULL, failure, data);
         return;
     }
     request *r = g_new0(request, 1);
     r->conn = c;
-    r->backend = b;
+    r->node = node;
     r->algorithm = rule->algorithm;
     r->trial = trial;
     r->done = done;
     r->data = data;
-    sluice__redis_keys_build(&r->keys, b->prefixes[rule->algorithm], limiter->name, key);
+    r->keys = *keys;
+    *keys = (sluice__redis_keys){NULL, NULL};
     sluice__redis_script_init(&r->script, b->sha[rule->algorithm], rule, r->keys.state, r->keys.seq,
                               "acquire", permits, reserve_us);
     r->replies_due = 1; /* this function's own hold, released below */

@@ -1,6 +1,7 @@
-/* The redis backend without blocking: one hiredis asynchronous connection per main context. */
-#ifndef SLUICE_BACKEND_REDIS_ASYNC_H
-#define SLUICE_BACKEND_REDIS_ASYNC_H
+/* The redis backend without blocking: one hiredis asynchronous connection per node
+ * and main context. */
+#ifndef SLUICE_REDIS_ASYNC_CLIENT_H
+#define SLUICE_REDIS_ASYNC_CLIENT_H
 
 #include "redis/internal.h"
 
@@ -9,9 +10,10 @@ sluice__redis_async *sluice__redis_async_new(void);
  * be dispatching one of them meanwhile. */
 void sluice__redis_async_free(sluice__redis_async *async);
 
-/* The backend's decide_async: the rule's script on context's connection. */
-void sluice__redis_decide_async(sluice__backend *backend, sluice__limiter *limiter,
-                                const sluice__rule *rule, const char *key, gint64 permits,
+/* The backend's decide_async on node (which holds keys): the rule's script on the
+ * connection of node and context, within b's timeout. Takes over keys (left empty). */
+void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *node,
+                                const sluice__rule *rule, sluice__redis_keys *keys, gint64 permits,
                                 gint64 reserve_us, GMainContext *context, sluice__decided_func done,
                                 gpointer data);
 

@@ -5,7 +5,7 @@
 #include <glib.h>
 #include <hiredis/hiredis.h>
 
-#include "redis/internal.h"
+#include "redis/endpoint.h"
 
 /* How an exchange with Redis ended. */
 typedef enum {
@@ -15,17 +15,12 @@ typedef enum {
     SLUICE__REDIS_BROKEN,    /* another I/O or protocol error                  */
 } sluice__redis_outcome;
 
-/* Sets *error: "redis HOST:PORT: STEP: DETAIL" (code: a SLUICE_ERROR_*), the form
- * of every failure of the redis backend. */
-void sluice__redis_fail(GError **error, int code, const sluice__redis_backend *b, const char *step,
-                        const char *detail);
-
-/* Connects to b's server, authenticates and selects its database before deadline
+/* Connects to e's server, authenticates and selects its database before deadline
  * (µs, monotonic); the context, whose socket is non-blocking from then on, or NULL
  * and *error (SLUICE_ERROR_AUTH when the server refused the credentials). probe:
  * also PING, so that a server wanting a password it was not given fails now. */
-redisContext *sluice__redis_connect(const sluice__redis_backend *b, gint64 deadline, gboolean probe,
-                                    GError **error);
+redisContext *sluice__redis_connect(const sluice__redis_endpoint *e, gint64 deadline,
+                                    gboolean probe, GError **error);
 
 /* Waits until fd is ready for `events` (POLLIN, POLLOUT); FALSE once deadline has
  * passed. poll() keeps to the microsecond, where socket timeouts round up to the
@@ -40,18 +35,6 @@ sluice__redis_outcome sluice__redis_send(int fd, gint64 deadline, const char *da
 /* Reads what the server has sent into ctx's reader, waiting no later than deadline;
  * SENT when something was read, else why not (*saved_errno for BROKEN). */
 sluice__redis_outcome sluice__redis_receive(redisContext *ctx, gint64 deadline, int *saved_errno);
-
-/* The decimal digits of v, with a '-' when negative, into out (no terminator;
- * out holds 20 bytes); their count. */
-gsize sluice__redis_decimal(char *out, gint64 v);
-
-/* The command argv in Redis' protocol (RESP), written into buf when it fits in
- * size bytes; its length either way. No allocation, no printf. */
-gsize sluice__redis_format(char *buf, gsize size, int argc, const char *const *argv);
-/* The same into small when it fits (no allocation), else into a new buffer:
- * returns where it is (g_free it unless it is small), *len its length. */
-char *sluice__redis_format_in(char *small, gsize size, int argc, const char *const *argv,
-                              gsize *len);
 
 /* For a message: "timed out", "connection closed by the server", or errno's text. */
 const char *sluice__redis_outcome_reason(sluice__redis_outcome o, int saved_errno);

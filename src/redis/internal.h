@@ -1,17 +1,15 @@
-/* The redis backend's state, shared by its blocking and its asynchronous client. */
-#ifndef SLUICE_BACKEND_REDIS_INTERNAL_H
-#define SLUICE_BACKEND_REDIS_INTERNAL_H
+/* What the Redis family shares: the backend's state, and the node each call goes to. */
+#ifndef SLUICE_REDIS_INTERNAL_H
+#define SLUICE_REDIS_INTERNAL_H
 
 #include <glib.h>
 
 #include "backend.h"
-#include "redis/breaker.h"
+#include "redis/key.h"
+#include "redis/node.h"
 #include "redis/url.h"
 
 #define SLUICE__ALGORITHMS 6
-
-typedef struct sluice__redis_async sluice__redis_async;
-typedef struct sluice__redis_link sluice__redis_link;
 
 typedef struct {
     sluice__backend base;
@@ -21,11 +19,17 @@ typedef struct {
      * reload changes starts on fresh keys instead of reading another's state */
     char *prefixes[SLUICE__ALGORITHMS];
     gint64 timeout_us;
-    char *what; /* "redis 127.0.0.1:6379", for messages (never the password) */
     char *sha[SLUICE__ALGORITHMS];
-    sluice__breaker breaker;    /* both clients' */
-    sluice__redis_link *link;   /* the blocking callers' shared connection */
-    sluice__redis_async *async; /* the asynchronous client's connections */
+    sluice__redis_node *node; /* the one server */
 } sluice__redis_backend;
+
+/* The node that holds keys (both keys of a call share one hash tag, so one node
+ * holds both). */
+static inline sluice__redis_node *sluice__redis_route(sluice__redis_backend *b,
+                                                      const sluice__redis_keys *keys)
+{
+    (void)keys;
+    return b->node;
+}
 
 #endif

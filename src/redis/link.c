@@ -33,6 +33,7 @@
 #include <sluice/error.h>
 
 #include "redis/conn.h"
+#include "redis/resp.h"
 
 #define BATCH 64 /* replies handed out per taking of the lock */
 #define WAKES 64 /* wake-ups put off until the lock is let go */
@@ -69,7 +70,7 @@ typedef struct {
 
 struct sluice__redis_link {
     GMutex lock;
-    const sluice__redis_backend *b;
+    const sluice__redis_endpoint *e;
     conn *current;       /* NULL: none yet, or the last one failed */
     gboolean connecting; /* a thread is connecting, without the lock */
     guint connects;      /* connects that have ended */
@@ -341,7 +342,7 @@ static conn *current(sluice__redis_link *l, gint64 deadline, gboolean probe, GEr
         guint ended = l->connects;
         while (l->connecting && l->connects == ended)
             if (!g_cond_wait_until(&l->connected, &l->lock, deadline)) {
-                sluice__redis_fail(error, SLUICE_ERROR_BACKEND, l->b, "connect", "timed out");
+                sluice__redis_fail(error, SLUICE_ERROR_BACKEND, l->e, "connect", "timed out");
                 return NULL;
             }
         if (!l->current && l->failure) { /* the connect this caller waited for failed */
@@ -354,7 +355,7 @@ static conn *current(sluice__redis_link *l, gint64 deadline, gboolean probe, GEr
     l->connecting = TRUE;
     g_mutex_unlock(&l->lock);
     GError *failure = NULL;
-    redisContext *ctx = sluice__redis_connect(l->b, deadline, probe, &failure);
+    redisContext *ctx = sluice__redis_connect(l->e, deadline, probe, &failure);
     g_mutex_lock(&l->lock);
     l->connecting = FALSE;
     l->connects++;
@@ -426,7 +427,7 @@ redisReply *sluice__redis_link_command(sluice__redis_link *l, gint64 deadline, i
     if (me.reply)
         return me.reply;
     *stale = me.stale && me.outcome == SLUICE__REDIS_LOST;
-    sluice__redis_fail(error, SLUICE_ERROR_BACKEND, l->b, argv[0],
+    sluice__redis_fail(error, SLUICE_ERROR_BACKEND, l->e, argv[0],
                        sluice__redis_outcome_reason(me.outcome, me.saved_errno));
     return NULL;
 }
@@ -470,7 +471,7 @@ static void after_fork_child(void)
     g_mutex_unlock(&links_lock);
 }
 
-sluice__redis_link *sluice__redis_link_new(const sluice__redis_backend *b)
+sluice__redis_link *sluice__redis_link_new(const sluice__redis_endpoint *e)
 {
     static gsize hooked;
     if (g_once_init_enter(&hooked)) {
@@ -480,7 +481,7 @@ sluice__redis_link *sluice__redis_link_new(const sluice__redis_backend *b)
     sluice__redis_link *l = g_new0(sluice__redis_link, 1);
     g_mutex_init(&l->lock);
     g_cond_init(&l->connected);
-    l->b = b;
+    l->e = e;
     g_mutex_lock(&links_lock);
     links = g_list_prepend(links, l);
     g_mutex_unlock(&links_lock);

@@ -5,12 +5,12 @@
 #include <glib.h>
 #include <hiredis/hiredis.h>
 
-#include "redis/internal.h"
+#include "redis/endpoint.h"
 
 typedef struct sluice__redis_link sluice__redis_link;
 
-/* A link to b's server; it connects on first use. b must outlive it. */
-sluice__redis_link *sluice__redis_link_new(const sluice__redis_backend *b);
+/* A link to e's server; it connects on first use. e must outlive it. */
+sluice__redis_link *sluice__redis_link_new(const sluice__redis_endpoint *e);
 /* No call may be in progress on it. */
 void sluice__redis_link_free(sluice__redis_link *link);
 

@@ -1,6 +1,6 @@
 /* The redis backend: the algorithms of lua/ run in Redis, shared by every process. */
-#ifndef SLUICE_BACKEND_REDIS_H
-#define SLUICE_BACKEND_REDIS_H
+#ifndef SLUICE_REDIS_H
+#define SLUICE_REDIS_H
 
 #include "backend.h"
 #include "config.h"

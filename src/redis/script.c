@@ -3,7 +3,7 @@
 
 #include "clock.h"
 #include "lua_scripts.h"
-#include "redis/conn.h"
+#include "redis/resp.h"
 
 void sluice__redis_script_init(sluice__redis_script *s, const char *sha, const sluice__rule *rule,
                                const char *state_key, const char *seq_key, const char *op,
