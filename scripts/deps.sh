@@ -1,8 +1,10 @@
 # Sourced by scripts/demo and scripts/test: installs the Debian 12 packages sluice
 # needs when they are missing (as root through apt-get; otherwise says what to install).
 # libsoup-3.0-dev: examples/http_service and tests/check_http_service.
+# redis-sentinel: the redis-sentinel command that tests/redis_sentinel.c starts (three
+# Sentinels watching a master and its replica, for the redis+sentinel:// tests).
 SLUICE_DEBIAN_PACKAGES=(build-essential cmake pkg-config libglib2.0-dev check libhiredis-dev redis-server
-                        libsoup-3.0-dev)
+                        redis-sentinel libsoup-3.0-dev)
 # Only for `scripts/test --valgrind` and `scripts/test --fuzz` (libFuzzer is in clang's runtime).
 SLUICE_VALGRIND_PACKAGES=(valgrind)
 SLUICE_FUZZ_PACKAGES=(clang libclang-rt-14-dev)

@@ -68,9 +68,12 @@ static gboolean spawn(test_redis *redis)
 {
     g_autofree char *port = g_strdup_printf("%d", redis->port);
     GPtrArray *argv = g_ptr_array_new();
-    const char *base[] = {"redis-server", "--port",     port,           "--bind",      "127.0.0.1",
-                          "--save",       "",           "--appendonly", "no",          "--dir",
-                          redis->dir,     "--loglevel", "warning",      "--daemonize", "no"};
+    g_ptr_array_add(argv, (gpointer)redis->program);
+    if (redis->config) /* the file comes first, the options after it */
+        g_ptr_array_add(argv, redis->config);
+    const char *base[] = {"--port",     port,           "--bind",      "127.0.0.1", "--save",
+                          "",           "--appendonly", "no",          "--dir",     redis->dir,
+                          "--loglevel", "warning",      "--daemonize", "no"};
     for (gsize i = 0; i < G_N_ELEMENTS(base); i++)
         g_ptr_array_add(argv, (gpointer)base[i]);
     for (gsize i = 0; redis->extra && redis->extra[i]; i++)
@@ -83,7 +86,7 @@ static gboolean spawn(test_redis *redis)
                       G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
                       die_with_parent, NULL, &redis->pid, &error);
     g_ptr_array_free(argv, TRUE);
-    need(ok, "redis-server cannot be started (install redis-server): %s",
+    need(ok, "%s cannot be started (install %s): %s", redis->program, redis->program,
          error ? error->message : "?");
     for (int i = 0; i < 500; i++) {
         if (exited(redis->pid))
@@ -109,16 +112,28 @@ static gboolean spawn(test_redis *redis)
 
 test_redis *test_redis_start(const char *const *extra)
 {
+    return test_redis_start_program("redis-server", NULL, extra);
+}
+
+test_redis *test_redis_start_program(const char *program, const char *contents,
+                                     const char *const *extra)
+{
     test_redis *redis = g_new0(test_redis, 1);
     redis->dir = g_dir_make_tmp("sluice-redis-XXXXXX", NULL);
     redis->extra = g_strdupv((char **)extra);
+    redis->program = program;
     need(redis->dir != NULL, "cannot make a temporary directory");
+    if (contents) {
+        redis->config = g_build_filename(redis->dir, "redis.conf", NULL);
+        need(g_file_set_contents(redis->config, contents, -1, NULL), "cannot write %s",
+             redis->config);
+    }
     for (int attempt = 0; attempt < 5; attempt++) {
         redis->port = free_port();
         if (spawn(redis))
             return redis;
     }
-    need(FALSE, "redis-server did not start on a free loopback port (5 attempts)");
+    need(FALSE, "%s did not start on a free loopback port (5 attempts)", program);
     return NULL;
 }
 
@@ -152,6 +167,7 @@ void test_redis_stop(test_redis *redis)
     }
     g_rmdir(redis->dir);
     g_free(redis->dir);
+    g_free(redis->config);
     g_strfreev(redis->extra);
     g_free(redis);
 }
@@ -186,7 +202,7 @@ void test_redis_restart(test_redis *redis)
             return;
         g_usleep(50000); /* the port may linger a moment */
     }
-    need(FALSE, "redis-server did not restart on port %d", redis->port);
+    need(FALSE, "%s did not restart on port %d", redis->program, redis->port);
 }
 
 char *test_redis_url(const test_redis *redis)

@@ -8,14 +8,21 @@
 typedef struct {
     GPid pid;
     int port;
-    char *dir;   /* its working directory (removed when stopped) */
-    GStrv extra; /* extra redis-server arguments, e.g. --requirepass */
+    char *dir;           /* its working directory (removed when stopped) */
+    GStrv extra;         /* extra arguments, e.g. --requirepass */
+    const char *program; /* "redis-server", or "redis-sentinel" (a static string) */
+    char *config;        /* its configuration file in dir, or NULL */
 } test_redis;
 
 /* Starts redis-server on 127.0.0.1 on a free port with `extra` arguments (NULL-ended,
  * may be NULL) and waits until it answers PING. Aborts the test (never skips) when
  * it cannot: a suite that needs Redis fails without it. */
 test_redis *test_redis_start(const char *const *extra);
+/* The same for program ("redis-sentinel": a static string), whose configuration
+ * file, given contents, is written into its directory first (redis-sentinel
+ * rewrites it as it learns). */
+test_redis *test_redis_start_program(const char *program, const char *contents,
+                                     const char *const *extra);
 /* Stops it (SIGTERM, then SIGKILL after 5 s) and removes its directory. */
 void test_redis_stop(test_redis *redis);
 /* SIGSTOP / SIGCONT: a server that hangs, and comes back. */
