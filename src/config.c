@@ -19,8 +19,10 @@
 #define DEFAULT_TIMEOUT_US (50 * 1000)
 #define DEFAULT_LEASE_US   (G_GINT64_CONSTANT(60) * 1000000)
 
-static const char *const sluice_keys[] = {"backend", "redis",    "password_file", "key_prefix",
-                                          "timeout", "on_error", "reload",        NULL};
+static const char *const sluice_keys[] = {
+    "backend",    "redis",   "password_file", "sentinel_password_file",
+    "key_prefix", "timeout", "on_error",      "reload",
+    NULL};
 static const char *const limit_keys[] = {"algorithm", "limit", "window",  "burst",
                                          "wait",      "mode",  "per_key", NULL};
 static const char *const algorithm_names[] = {
@@ -214,31 +216,48 @@ static void read_bool(reader *r, const char *key, gboolean *out)
         report(r, key, v, why);
 }
 
-/* The password when the URL has none: password_file (a path relative to the
- * keyfile's directory), else $SLUICE_REDIS_PASSWORD. */
-static void read_password(reader *r, sluice__config *c)
+/* The secret in the file that key names (a path relative to the keyfile's
+ * directory), whose it is in the warning about a file others may read; NULL when
+ * it cannot be read (reported). */
+static char *read_secret_file(reader *r, const sluice__config *c, const char *key, const char *file,
+                              const char *whose)
+{
+    g_autofree char *dir = g_path_get_dirname(c->path);
+    g_autofree char *path =
+        g_path_is_absolute(file) ? g_strdup(file) : g_build_filename(dir, file, NULL);
+    char *why = NULL;
+    char *secret = sluice__secret_read_file(path, &why);
+    if (!secret)
+        report(r, key, file, why);
+    guint mode;
+    if (secret && sluice__secret_file_exposed(path, &mode)) {
+        g_autofree char *name = g_filename_display_name(path);
+        g_warning("%s holds %s and its group or others may read it (mode %04o): chmod 600 it", name,
+                  whose, mode);
+    }
+    return secret;
+}
+
+/* The password when the URL has none: password_file, else $SLUICE_REDIS_PASSWORD;
+ * and the Sentinels' own, sentinel_password_file, when the URL names Sentinels
+ * (url_ok: the URL parsed, so sentinel says whether it does). */
+static void read_passwords(reader *r, sluice__config *c, gboolean url_ok, gboolean sentinel)
 {
     g_autofree char *file = value_of(r, "password_file");
+    g_autofree char *sentinel_file = value_of(r, "sentinel_password_file");
+    if (sentinel_file && url_ok && !sentinel)
+        report(r, "sentinel_password_file", sentinel_file,
+               g_strdup("applies only to redis+sentinel:// and rediss+sentinel:// URLs"));
+    else if (sentinel_file)
+        c->sentinel_password = read_secret_file(r, c, "sentinel_password_file", sentinel_file,
+                                                "the Sentinels' password");
     if (file && c->password_in_keyfile) {
         report(r, "password_file", file,
                g_strdup("the redis URL holds a password already; keep one of them"));
         return;
     }
     if (file) {
-        g_autofree char *dir = g_path_get_dirname(c->path);
-        g_autofree char *path =
-            g_path_is_absolute(file) ? g_strdup(file) : g_build_filename(dir, file, NULL);
-        char *why = NULL;
-        c->redis_password = sluice__secret_read_file(path, &why);
-        if (!c->redis_password)
-            report(r, "password_file", file, why);
-        guint mode;
-        if (c->redis_password && sluice__secret_file_exposed(path, &mode)) {
-            g_autofree char *name = g_filename_display_name(path);
-            g_warning("%s holds the Redis password and its group or others may read it (mode "
-                      "%04o): chmod 600 it",
-                      name, mode);
-        }
+        c->redis_password = read_secret_file(r, c, "password_file", file, "the Redis password");
         return;
     }
     const char *env = g_getenv(SLUICE__PASSWORD_ENV);
@@ -268,19 +287,22 @@ static void read_sluice_group(reader *r, sluice__config *c)
         c->key_prefix = g_steal_pointer(&prefix);
     }
     g_autofree char *url = value_of(r, "redis");
+    gboolean url_ok = TRUE, sentinel = FALSE;
     if (url) {
         sluice__redis_url parsed;
         char *why = NULL;
         if (sluice__redis_url_parse(url, &parsed, &why)) {
             c->password_in_keyfile = parsed.password != NULL;
+            sentinel = parsed.topology == SLUICE__REDIS_SENTINEL;
             sluice__redis_url_clear(&parsed);
         } else {
             report(r, "redis", NULL, why); /* the URL may hold a password: not repeated */
+            url_ok = FALSE;
         }
         sluice__secret_free(c->redis_url);
         c->redis_url = g_steal_pointer(&url);
     }
-    read_password(r, c);
+    read_passwords(r, c, url_ok, sentinel);
 }
 
 /* The largest x with x * x <= n. */
@@ -497,6 +519,7 @@ void sluice__config_free(sluice__config *config)
     g_free(config->path);
     sluice__secret_free(config->redis_url);
     sluice__secret_free(config->redis_password);
+    sluice__secret_free(config->sentinel_password);
     g_free(config->key_prefix);
     g_hash_table_unref(config->rules);
     g_free(config);

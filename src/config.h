@@ -18,6 +18,8 @@ typedef struct {
     gboolean password_in_keyfile; /* the URL holds a password                      */
     char *redis_password;         /* when the URL has none: password_file, else
                                    * $SLUICE_REDIS_PASSWORD; NULL: none. Never logged */
+    char *sentinel_password;      /* [sluice] sentinel_password_file: the Sentinels'
+                                   * own password; NULL: none. Never logged         */
     char *key_prefix;             /* [sluice] key_prefix                           */
     gint64 timeout_us;            /* [sluice] timeout                              */
     sluice__on_error on_error;    /* [sluice] on_error                             */

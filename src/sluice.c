@@ -46,8 +46,9 @@ static sluice__backend *backend_for(const sluice__config *fresh, GError **error)
         return memory;
     /* holds the password: compared, never shown, zeroed when dropped */
     char *settings =
-        g_strdup_printf("%s\n%s\n%" G_GINT64_FORMAT "\n%s", fresh->redis_url, fresh->key_prefix,
-                        fresh->timeout_us, fresh->redis_password ? fresh->redis_password : "");
+        g_strdup_printf("%s\n%s\n%" G_GINT64_FORMAT "\n%s\n%s", fresh->redis_url, fresh->key_prefix,
+                        fresh->timeout_us, fresh->redis_password ? fresh->redis_password : "",
+                        fresh->sentinel_password ? fresh->sentinel_password : "");
     if (remote && g_strcmp0(settings, remote_settings) == 0) {
         sluice__secret_free(settings);
         return remote;

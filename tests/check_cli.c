@@ -170,6 +170,21 @@ START_TEST(lint_lists_every_problem_of_a_bad_keyfile_and_exits_1)
 }
 END_TEST
 
+START_TEST(lint_refuses_a_bad_cluster_url_without_echoing_its_password)
+{
+    g_autofree char *path = fixture_write_keyfile(
+        "[sluice]\nbackend = redis\nredis = redis+cluster://app:TOPSECRET@10.0.0.1:7000,"
+        "10.0.0.2:x\n");
+    g_autoptr(result) r = sluice("lint", path, NULL);
+    g_autofree char *expected =
+        g_strdup_printf("%s: [sluice] redis: the port is not a number from 1 to 65535; expected "
+                        "redis+cluster://[user:password@]host:port[,host:port...]\n",
+                        path);
+    ck_run(r, 1, expected, "");
+    ck_assert(!strstr(r->out, "TOPSECRET"));
+}
+END_TEST
+
 /* ---- acquire -------------------------------------------------------------------------------- */
 
 static const char *hourly = "[limit:api]\nalgorithm = fixed_window\nlimit = 3\nwindow = 1h\n";
@@ -546,6 +561,7 @@ int main(void)
     tcase_add_test(tc, help_is_printed_for_the_command_and_each_subcommand);
     tcase_add_test(tc, lint_says_ok_for_a_valid_keyfile);
     tcase_add_test(tc, lint_lists_every_problem_of_a_bad_keyfile_and_exits_1);
+    tcase_add_test(tc, lint_refuses_a_bad_cluster_url_without_echoing_its_password);
     tcase_add_test(tc, acquire_prints_one_decision_and_exits_0_when_allowed_and_1_when_denied);
     tcase_add_test(tc, acquire_refuses_bad_arguments_with_exit_2);
     tcase_add_test(tc, every_subcommand_exits_3_when_the_backend_fails);

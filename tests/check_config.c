@@ -25,10 +25,17 @@ typedef struct {
 #define ACCEPTED(name, keyfile, rule, capacity) {(name), (keyfile), NULL, (rule), (capacity)}
 /* clang-format on */
 
-#define LIMIT_KEYS  "algorithm, limit, window, burst, wait, mode, per_key"
-#define SLUICE_KEYS "backend, redis, password_file, key_prefix, timeout, on_error, reload"
-#define ALGORITHMS  "fixed_window, sliding_log, sliding_window, token_bucket, gcra or concurrency"
-#define REDIS_URLS  "expected redis://[user:password@]host[:port][/db] or unix:///path.sock"
+#define LIMIT_KEYS "algorithm, limit, window, burst, wait, mode, per_key"
+#define SLUICE_KEYS                                                                                \
+    "backend, redis, password_file, sentinel_password_file, key_prefix, timeout, on_error, reload"
+#define ALGORITHMS "fixed_window, sliding_log, sliding_window, token_bucket, gcra or concurrency"
+#define REDIS_URLS "expected redis://[user:password@]host[:port][/db] or unix:///path.sock"
+#define SCHEMES                                                                                    \
+    "expected redis://, rediss://, unix://, redis+cluster://, rediss+cluster://, "                 \
+    "redis+sentinel:// or rediss+sentinel://"
+#define CLUSTER_URLS "expected redis+cluster://[user:password@]host:port[,host:port...]"
+#define SENTINEL_URLS                                                                              \
+    "expected redis+sentinel://[user:password@]host:port[,host:port...]/MASTER[?db=N]"
 
 /* DESIGN.md's example, inline comments and all. */
 static const char design_example[] =
@@ -236,12 +243,12 @@ static const keyfile_case cases[] = {
     /* ---- the redis URL (never repeated: it may hold a password) ---- */
     REFUSED("redis_url_of_another_scheme_is_refused_without_echoing_it",
             "[sluice]\nredis = http://user:secret@127.0.0.1:6379/0\n",
-            "[sluice] redis: unknown scheme; " REDIS_URLS),
+            "[sluice] redis: unknown scheme; " SCHEMES),
     REFUSED("redis_url_without_host_is_refused", "[sluice]\nredis = redis://\n",
             "[sluice] redis: no host; " REDIS_URLS),
     REFUSED("redis_url_with_a_port_that_is_not_a_number_is_refused",
             "[sluice]\nredis = redis://127.0.0.1:sixty/0\n",
-            "[sluice] redis: not a URL; " REDIS_URLS),
+            "[sluice] redis: the port is not a number from 1 to 65535; " REDIS_URLS),
     REFUSED("redis_url_with_a_database_that_is_not_a_number_is_refused",
             "[sluice]\nredis = redis://:secret@127.0.0.1/zero\n",
             "[sluice] redis: the database is not a whole number; " REDIS_URLS),
@@ -252,6 +259,42 @@ static const keyfile_case cases[] = {
              "[sluice]\nredis = redis://app:s%40cret@127.0.0.1:6380/3\n", "anything", G_MAXINT64),
     ACCEPTED("unix_socket_urls_are_accepted", "[sluice]\nredis = unix:///run/redis.sock?db=2\n",
              "anything", G_MAXINT64),
+    ACCEPTED("cluster_urls_are_accepted",
+             "[sluice]\nredis = redis+cluster://app:pw@10.0.0.1:7000,[::1]:7001,node-c:7002\n",
+             "anything", G_MAXINT64),
+    ACCEPTED("sentinel_urls_are_accepted",
+             "[sluice]\nredis = redis+sentinel://s1:26379,s2:26379/mymaster?db=2\n", "anything",
+             G_MAXINT64),
+    ACCEPTED("tls_urls_are_accepted",
+             "[sluice]\nredis = rediss+cluster://127.0.0.1:7000,127.0.0.1:7001\n", "anything",
+             G_MAXINT64),
+    REFUSED("cluster_url_with_a_database_is_refused",
+            "[sluice]\nredis = redis+cluster://:secret@127.0.0.1:7000/1\n",
+            "[sluice] redis: a database: a Redis Cluster has only database 0; " CLUSTER_URLS),
+    REFUSED("sentinel_url_without_a_master_is_refused",
+            "[sluice]\nredis = redis+sentinel://:secret@127.0.0.1:26379\n",
+            "[sluice] redis: no master name after the addresses (…/mymaster); " SENTINEL_URLS),
+    REFUSED("ipv6_address_without_brackets_is_refused", "[sluice]\nredis = redis://::1:6379/0\n",
+            "[sluice] redis: an IPv6 address goes in brackets, e.g. [::1]:6379; " REDIS_URLS),
+    REFUSED("sentinel_password_file_without_sentinels_is_refused",
+            "[sluice]\nredis = redis+cluster://127.0.0.1:7000\nsentinel_password_file = s.pass\n",
+            "[sluice] sentinel_password_file = s.pass: applies only to redis+sentinel:// and "
+            "rediss+sentinel:// URLs"),
+    REFUSED("sentinel_password_file_that_cannot_be_read_is_refused",
+            "[sluice]\nredis = redis+sentinel://127.0.0.1:26379/m\n"
+            "sentinel_password_file = /nonexistent/s.pass\n",
+            "[sluice] sentinel_password_file = /nonexistent/s.pass: cannot read "
+            "/nonexistent/s.pass: No such file or directory"),
+    /* until the backend reaches them */
+    REFUSED("cluster_url_is_refused_by_the_backend_until_it_is_supported",
+            "[sluice]\nbackend = redis\nredis = redis+cluster://127.0.0.1:7000\n",
+            "[sluice] redis: redis+cluster:// is not supported yet; expected redis:// or unix://"),
+    REFUSED("sentinel_url_is_refused_by_the_backend_until_it_is_supported",
+            "[sluice]\nbackend = redis\nredis = redis+sentinel://127.0.0.1:26379/m\n",
+            "[sluice] redis: redis+sentinel:// is not supported yet; expected redis:// or unix://"),
+    REFUSED("tls_url_is_refused_by_the_backend_until_it_is_supported",
+            "[sluice]\nbackend = redis\nredis = rediss://127.0.0.1:6380\n",
+            "[sluice] redis: rediss:// is not supported yet; expected redis:// or unix://"),
     REFUSED("token_bucket_limit_whose_interval_rounding_would_over_admit_is_refused",
             "[limit:tb]\nalgorithm = token_bucket\nlimit = 750000\nwindow = 1s\nburst = 1\n",
             "[limit:tb] limit = 750000: 1s / 750000 is 1.33 µs per permit, and token_bucket "

@@ -195,6 +195,14 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         g_free(b);
         return NULL;
     }
+    if (b->url.topology != SLUICE__REDIS_SINGLE || b->url.tls) {
+        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG,
+                    "%s: [sluice] redis: %s:// is not supported yet; expected redis:// or unix://",
+                    config->path ? config->path : "defaults", sluice__redis_url_scheme(&b->url));
+        sluice__redis_url_clear(&b->url);
+        g_free(b);
+        return NULL;
+    }
     b->prefix = g_strdup(config->key_prefix);
     static const char *const tags[ALGORITHMS] = {"fw", "sl", "sw", "tb", "gc", "cc"};
     for (int i = 0; i < ALGORITHMS; i++)
