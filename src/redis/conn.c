@@ -82,10 +82,9 @@ const char *sluice__redis_outcome_reason(sluice__redis_outcome o, int saved_errn
     }
 }
 
-/* Runs one setup command on ctx, nothing else being on it; FALSE (and *error, with
- * code for an error reply) when it failed. */
-static gboolean command(const sluice__redis_endpoint *e, redisContext *ctx, gint64 deadline,
-                        int code, GError **error, int argc, const char **argv)
+redisReply *sluice__redis_conn_command(const sluice__redis_endpoint *e, redisContext *ctx,
+                                      gint64 deadline, int argc, const char **argv,
+                                      GError **error)
 {
     char small[256];
     gsize len;
@@ -103,12 +102,20 @@ static gboolean command(const sluice__redis_endpoint *e, redisContext *ctx, gint
             o = sluice__redis_receive(ctx, deadline, &saved_errno);
         }
     }
-    if (o != SLUICE__REDIS_SENT) {
+    if (o != SLUICE__REDIS_SENT)
         sluice__redis_fail(error, SLUICE_ERROR_BACKEND, e, argv[0],
                            sluice__redis_outcome_reason(o, saved_errno));
+    return r;
+}
+
+/* Runs one setup command on ctx, nothing else being on it; FALSE (and *error, with
+ * code for an error reply) when it failed. */
+static gboolean command(const sluice__redis_endpoint *e, redisContext *ctx, gint64 deadline,
+                        int code, GError **error, int argc, const char **argv)
+{
+    redisReply *reply = sluice__redis_conn_command(e, ctx, deadline, argc, argv, error);
+    if (!reply)
         return FALSE;
-    }
-    redisReply *reply = r;
     gboolean ok = reply->type != REDIS_REPLY_ERROR;
     if (!ok)
         sluice__redis_fail(error, code, e, argv[0], reply->str);

@@ -22,6 +22,13 @@ typedef enum {
 redisContext *sluice__redis_connect(const sluice__redis_endpoint *e, gint64 deadline,
                                     gboolean probe, GError **error);
 
+/* Runs one command on ctx (made by sluice__redis_connect), nothing else being on
+ * it, before deadline: the reply (an error reply too; freeReplyObject it), or NULL
+ * and *error ("WHAT: ARGV0: why"), after which ctx is of no more use. */
+redisReply *sluice__redis_conn_command(const sluice__redis_endpoint *e, redisContext *ctx,
+                                      gint64 deadline, int argc, const char **argv,
+                                      GError **error);
+
 /* Waits until fd is ready for `events` (POLLIN, POLLOUT); FALSE once deadline has
  * passed. poll() keeps to the microsecond, where socket timeouts round up to the
  * kernel's tick. */
