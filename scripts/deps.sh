@@ -3,8 +3,10 @@
 # libsoup-3.0-dev: examples/http_service and tests/check_http_service.
 # redis-sentinel: the redis-sentinel command that tests/redis_sentinel.c starts (three
 # Sentinels watching a master and its replica, for the redis+sentinel:// tests).
+# librsvg2-bin (rsvg-convert) and libpng-dev: tests/check_replay_svg renders the SVG of
+# `sluice replay --svg` in a real renderer and reads the PNG back.
 SLUICE_DEBIAN_PACKAGES=(build-essential cmake pkg-config libglib2.0-dev check libhiredis-dev redis-server
-                        redis-sentinel libsoup-3.0-dev)
+                        redis-sentinel libsoup-3.0-dev librsvg2-bin libpng-dev)
 # Only for `scripts/test --valgrind` and `scripts/test --fuzz` (libFuzzer is in clang's runtime).
 SLUICE_VALGRIND_PACKAGES=(valgrind)
 SLUICE_FUZZ_PACKAGES=(clang libclang-rt-14-dev)

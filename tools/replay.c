@@ -19,6 +19,7 @@
 #include <sluice/testing.h>
 
 #include "cli.h"
+#include "replay_svg.h"
 
 #define COMMAND     "replay"
 #define MAX_T_MS    G_GINT64_CONSTANT(4000000000000) /* µs stay well under 2^53 */
@@ -57,6 +58,8 @@ typedef struct {
     GSequence *waiting; /* call *, by due time, then trace order */
     gint64 now_us;      /* the virtual clock */
     gint64 slept_until; /* the latest token_bucket reservation's due time; -1: none */
+    replay_svg *svg;    /* --svg: where the decisions are drawn; NULL: none */
+    gboolean quiet;     /* --svg -: the picture is the output */
 } replay;
 
 static gint64 clock_now(gpointer user_data)
@@ -153,6 +156,8 @@ static gboolean decide(replay *r, call *c, GError **error)
         l->denied++;
         l->permits_denied = saturating_add(l->permits_denied, c->permits);
     }
+    if (r->svg)
+        replay_svg_add(r->svg, l->name, c->t_ms + c->waited_ms, c->permits, c->d.allowed);
     return TRUE;
 }
 
@@ -186,7 +191,8 @@ static void print_done(replay *r)
         cli_append_decision(out, &c->d, TRUE);
         if (c->limit->reserves || c->limit->retries)
             g_string_append_printf(out, " waited_ms=%" G_GINT64_FORMAT, c->waited_ms);
-        puts(out->str);
+        if (!r->quiet)
+            puts(out->str);
         call_free(c);
     }
 }
@@ -371,39 +377,42 @@ static const cli_spec spec = {
     "with waited_ms=W added for rules with a wait, then one line per name:\n"
     "  summary NAME calls=C admitted=A denied=D permits_admitted=P permits_denied=Q\n"
     "On Redis the replay uses its own key prefix and deletes its keys at the end.\n"
+    "With --compare the trace is replayed against each keyfile in turn, each\n"
+    "replay's lines after a line '# replay of KEYFILE'. With --svg the decisions\n"
+    "are also drawn: per limit, admitted and denied permits over time, one panel\n"
+    "per keyfile (--svg - draws to stdout instead of printing the lines).\n"
     "See sluice(1) for how waiting calls and concurrency limits are replayed.\n\n"
     "Exit status: 0 done, 2 bad arguments, keyfile or trace line, 3 the backend failed.",
 };
 
-int cli_replay(char **argv)
+/* Replays the trace in (named trace in messages) against the keyfile at path;
+ * the exit code. */
+static int replay_with(const char *path, FILE *in, const char *trace, replay_svg *svg,
+                       gboolean quiet)
 {
-    g_auto(GStrv) args = argv;
-    g_autofree char *path = NULL;
-    int rc = cli_parse(&spec, NULL, &args, &path);
-    if (rc >= 0)
-        return rc;
-    const char *trace = args[1] && strcmp(args[1], "-") != 0 ? args[1] : NULL;
-    FILE *in = trace ? fopen(trace, "r") : stdin;
-    if (!in) {
-        fprintf(stderr, "sluice %s: %s: %s\n", COMMAND, trace, g_strerror(errno));
-        return CLI_EXIT_USAGE;
-    }
-
     replay r = {0};
-    r.trace = trace ? trace : "stdin";
+    r.trace = trace;
     r.limits = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, limit_free);
     r.order = g_ptr_array_new();
     r.waiting = g_sequence_new(NULL);
+    r.svg = svg;
+    r.quiet = quiet;
     g_queue_init(&r.pending);
-    rc = open_replay(path, &r);
+    if (svg)
+        replay_svg_run(svg, path);
+    int rc = open_replay(path, &r);
     if (rc < 0) {
         g_autoptr(GError) error = NULL;
         gboolean ok = replay_trace(&r, in, &error);
         print_done(&r);
-        if (ok)
+        if (ok && !quiet)
             print_summary(&r);
-        else
+        else if (!ok)
             rc = cli_fail(COMMAND, error);
+        for (guint i = 0; svg && i < r.order->len; i++) {
+            limit *l = g_ptr_array_index(r.order, i);
+            replay_svg_rule(svg, l->name, l->ruled ? &l->rule : NULL, g_hash_table_size(l->keys));
+        }
         g_clear_error(&error);
         if (!reset_all(&r, &error)) {
             int failed = cli_fail(COMMAND, error);
@@ -412,13 +421,88 @@ int cli_replay(char **argv)
         if (rc < 0)
             rc = CLI_EXIT_OK;
     }
-    if (trace)
-        fclose(in);
     sluice_shutdown();
     sluice_testing_set_clock(NULL, NULL, NULL);
     g_queue_clear_full(&r.pending, (GDestroyNotify)call_free);
     g_sequence_free(r.waiting);
     g_ptr_array_unref(r.order);
     g_hash_table_unref(r.limits);
+    return rc;
+}
+
+/* A trace that can be read twice: in itself when it can seek, else a copy. */
+static FILE *rereadable(FILE *in, const char *trace)
+{
+    if (fseek(in, 0, SEEK_SET) == 0)
+        return in;
+    FILE *copy = tmpfile();
+    char buf[65536];
+    size_t n;
+    while (copy && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, copy) != n) {
+            fclose(copy);
+            copy = NULL;
+        }
+    if (copy && !ferror(in) && fseek(copy, 0, SEEK_SET) == 0)
+        return copy;
+    fprintf(stderr, "sluice %s: %s: cannot keep a copy to replay twice: %s\n", COMMAND, trace,
+            g_strerror(errno));
+    if (copy)
+        fclose(copy);
+    return NULL;
+}
+
+int cli_replay(char **argv)
+{
+    g_auto(GStrv) args = argv;
+    g_autofree char *path = NULL, *svg_path = NULL, *compare = NULL;
+    const GOptionEntry entries[] = {
+        {"svg", 0, 0, G_OPTION_ARG_FILENAME, &svg_path,
+         "Also draw the decisions as SVG into FILE (-: to stdout, instead of the lines)", "FILE"},
+        {"compare", 0, 0, G_OPTION_ARG_FILENAME, &compare,
+         "Replay the trace against OTHER too, after the keyfile", "OTHER"},
+        G_OPTION_ENTRY_NULL,
+    };
+    int rc = cli_parse(&spec, entries, &args, &path);
+    if (rc >= 0)
+        return rc;
+    const char *trace = args[1] && strcmp(args[1], "-") != 0 ? args[1] : NULL;
+    FILE *in = trace ? fopen(trace, "r") : stdin;
+    if (!in) {
+        fprintf(stderr, "sluice %s: %s: %s\n", COMMAND, trace, g_strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    const char *name = trace ? trace : "stdin";
+    gboolean quiet = svg_path && strcmp(svg_path, "-") == 0;
+    replay_svg *svg = svg_path ? replay_svg_new() : NULL;
+    FILE *again = compare ? rereadable(in, name) : in;
+    if (!again) {
+        rc = CLI_EXIT_USAGE;
+    } else {
+        const char *keyfiles[] = {path, compare};
+        for (guint i = 0; i < (compare ? 2u : 1u) && rc < 0; i++) {
+            if (compare && !quiet)
+                printf("# replay of %s\n", keyfiles[i]);
+            if (i > 0 && fseek(again, 0, SEEK_SET) != 0) {
+                fprintf(stderr, "sluice %s: %s: %s\n", COMMAND, name, g_strerror(errno));
+                rc = CLI_EXIT_USAGE;
+                break;
+            }
+            fflush(stdout);
+            int one = replay_with(keyfiles[i], again, name, svg, quiet);
+            if (one != CLI_EXIT_OK)
+                rc = one;
+        }
+    }
+    g_autoptr(GError) error = NULL;
+    if (rc < 0 && svg && !replay_svg_write(svg, svg_path, &error))
+        rc = cli_fail(COMMAND, error);
+    if (rc < 0)
+        rc = CLI_EXIT_OK;
+    replay_svg_free(svg);
+    if (again && again != in)
+        fclose(again);
+    if (trace)
+        fclose(in);
     return rc;
 }
