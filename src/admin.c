@@ -1,7 +1,7 @@
 /* What operators' tools need: check a keyfile, describe a rule, reset a limit. */
 #include <sluice/admin.h>
 
-#include "api.h"
+#include "arguments.h"
 #include "config.h"
 #include "engine.h"
 #include "registry.h"

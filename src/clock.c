@@ -1,7 +1,8 @@
-/* The clock of the memory backend and of waiting callers: monotonic, injectable. */
+/* The clock of every decision and of waiting callers: monotonic, or the virtual one
+ * of sluice_clock_set. */
 #include "clock.h"
 
-#include <sluice/testing.h>
+#include <sluice/clock.h>
 
 typedef struct {
     sluice_clock_now_func now;
@@ -12,7 +13,8 @@ typedef struct {
 /* NULL: the real clock. Hooks are set rarely and kept until exit, so a reader
  * that loaded one can use it without a lock. */
 static clock_hook *hook;
-static GSList *retired; /* hooks replaced since: still reachable, freed never (test-only) */
+static GSList
+    *retired; /* hooks replaced since: still reachable, never freed (set a few times a run) */
 static GMutex retired_lock;
 
 gint64 sluice__clock_now(void)
@@ -36,8 +38,7 @@ gboolean sluice__clock_sleep_injected(gint64 until_us)
     return TRUE;
 }
 
-void sluice_testing_set_clock(sluice_clock_now_func now, sluice_clock_sleep_func sleep,
-                              gpointer user_data)
+void sluice_clock_set(sluice_clock_now_func now, sluice_clock_sleep_func sleep, gpointer user_data)
 {
     clock_hook *h = NULL;
     if (now) {

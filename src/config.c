@@ -10,6 +10,7 @@
 #include <glib/gstdio.h>
 #include <sluice/error.h>
 
+#include "limit_name.h"
 #include "redis/key.h"
 #include "redis/url.h"
 #include "secret.h"
@@ -386,12 +387,19 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     gsize before = r->problems->len;
 
     check_keys(r, limit_keys);
-    if (*name == '\0')
-        problem(r, NULL, NULL, "the limit has no name; expected [limit:NAME]");
-    else if (strlen(name) > SLUICE__MAX_NAME_BYTES)
+    switch (sluice__limit_name_check(name)) {
+    case SLUICE__NAME_OK:
+        break;
+    case SLUICE__NAME_TOO_LONG:
         problem(r, NULL, NULL, "the limit name is longer than 1024 bytes");
-    else if (!g_utf8_validate(name, -1, NULL))
+        break;
+    case SLUICE__NAME_NOT_UTF8:
         problem(r, NULL, NULL, "the limit name is not valid UTF-8");
+        break;
+    default:
+        problem(r, NULL, NULL, "the limit has no name; expected [limit:NAME]");
+        break;
+    }
 
     read_choice(r, "algorithm", algorithm_names, &algorithm);
     rule->algorithm = algorithm;

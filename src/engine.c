@@ -6,10 +6,9 @@
 #include "engine.h"
 
 #include <sluice/error.h>
-#include <sluice/testing.h>
 
 #include "clock.h"
-#include "stats.h"
+#include "counters.h"
 
 static sluice__backend *backend; /* atomic */
 static sluice__backend *local;   /* atomic */
@@ -19,7 +18,7 @@ static GCond wake;
 static guint64 releases; /* under wake_lock: counts give-backs, so none is missed */
 static sluice__engine_release_func release_hook; /* under wake_lock */
 
-static gint failures_to_inject; /* atomic; sluice_testing_fail_backend */
+static gint failures_to_inject; /* atomic; sluice__engine_inject_failures */
 static char *failure_message;   /* under wake_lock */
 
 void sluice__engine_set_backends(sluice__backend *b, sluice__backend *l)
@@ -28,7 +27,7 @@ void sluice__engine_set_backends(sluice__backend *b, sluice__backend *l)
     g_atomic_pointer_set(&local, l);
 }
 
-void sluice_testing_fail_backend(guint count, const char *message)
+void sluice__engine_inject_failures(guint count, const char *message)
 {
     g_mutex_lock(&wake_lock);
     g_free(failure_message);
@@ -159,6 +158,39 @@ static void sleep_until(gint64 until, const guint64 *seen)
     g_mutex_unlock(&wake_lock);
 }
 
+sluice__next sluice__engine_next(const sluice__rule *rule, const sluice__verdict *v, gint64 wait_us,
+                                 gint64 deadline, gint64 (*now)(void), gint64 *until)
+{
+    if (v->allowed) {
+        if (v->wait_us <= 0)
+            return SLUICE__NEXT_FINISH;
+        *until = now() + v->wait_us; /* a reservation: the permits are the caller's once due */
+        return SLUICE__NEXT_RESERVED;
+    }
+    if (wait_us <= 0 || v->retry_after_us < 0)
+        return SLUICE__NEXT_FINISH;
+    gint64 t = now();
+    if (t >= deadline)
+        return SLUICE__NEXT_FINISH;
+    gboolean concurrency = rule->algorithm == SLUICE__CONCURRENCY;
+    *until = t + v->retry_after_us;
+    if (*until > deadline) {
+        /* not due in time; only a release (concurrency) can free permits sooner */
+        if (!concurrency)
+            return SLUICE__NEXT_FINISH;
+        *until = deadline;
+    }
+    return concurrency ? SLUICE__NEXT_RELEASE : SLUICE__NEXT_RETRY;
+}
+
+gint64 sluice__engine_reserve_us(const sluice__rule *rule, gint64 wait_us, gint64 deadline,
+                                 gint64 (*now)(void))
+{
+    if (wait_us <= 0 || rule->algorithm != SLUICE__TOKEN_BUCKET)
+        return 0;
+    return MAX(1, deadline - now());
+}
+
 /* The decision loop: asks, and while the rule lets the caller wait, sleeps until
  * the permits are due and asks again. *waited: it slept at least once. */
 static sluice__outcome decide(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
@@ -170,32 +202,20 @@ static sluice__outcome decide(sluice__limiter *limiter, const sluice__rule *rule
     for (;;) {
         guint64 seen =
             rule->algorithm == SLUICE__CONCURRENCY && wait_us > 0 ? sluice__engine_releases() : 0;
-        gint64 reserve_us = 0;
-        if (wait_us > 0 && rule->algorithm == SLUICE__TOKEN_BUCKET)
-            reserve_us = MAX(1, deadline - sluice__clock_now());
+        gint64 reserve_us = sluice__engine_reserve_us(rule, wait_us, deadline, sluice__clock_now);
         if (!ask(limiter, rule, key, permits, reserve_us, &v, error)) {
             sluice__engine_to_decision(&v, out);
             return SLUICE__OUTCOME_ERROR;
         }
-        if (v.allowed) {
-            if (v.wait_us > 0) { /* a reservation: the permits are ours once due */
-                sleep_until(sluice__clock_now() + v.wait_us, NULL);
-                *waited = TRUE;
-            }
+        gint64 until;
+        sluice__next next =
+            sluice__engine_next(rule, &v, wait_us, deadline, sluice__clock_now, &until);
+        if (next == SLUICE__NEXT_FINISH)
             break;
-        }
-        gint64 now = sluice__clock_now();
-        gint64 due = now + v.retry_after_us;
-        if (wait_us <= 0 || v.retry_after_us < 0 || now >= deadline)
-            break;
-        if (due > deadline) {
-            /* not due in time; only a release (concurrency) can free permits sooner */
-            if (rule->algorithm != SLUICE__CONCURRENCY)
-                break;
-            due = deadline;
-        }
-        sleep_until(due, rule->algorithm == SLUICE__CONCURRENCY ? &seen : NULL);
+        sleep_until(until, next == SLUICE__NEXT_RELEASE ? &seen : NULL);
         *waited = TRUE;
+        if (next == SLUICE__NEXT_RESERVED)
+            break;
     }
     *taken = v.leased;
     return sluice__engine_settle(rule, &v, out);

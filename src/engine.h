@@ -7,7 +7,7 @@
 
 #include "backend.h"
 #include "limiter.h"
-#include "stats.h"
+#include "counters.h"
 
 /* Sets where decisions go: `backend`, and `local` (the memory backend) for
  * on_error = local. Both stay until the next call; NULL, NULL at shutdown. */
@@ -40,10 +40,38 @@ static inline gboolean sluice__engine_policy_allows(const sluice__rule *rule)
     return rule->on_error != SLUICE__ON_ERROR_DENY;
 }
 
+/* The decision that goes with a call refused before any limit decided it (bad
+ * arguments, not initialized): denied, nothing known of the limit. */
+static inline sluice_decision sluice__engine_refused(void)
+{
+    return (sluice_decision){FALSE, 0, 0, -1, 0};
+}
+
 /* The decision for a name with no rule: allowed, unlimited. */
 void sluice__engine_unlimited(sluice_decision *out);
 
 /* ---- the pieces of a decision, for the asynchronous API ------------------------ */
+
+/* What a caller does after the backend's verdict (the waiting policy of both the
+ * blocking and the asynchronous API). */
+typedef enum {
+    SLUICE__NEXT_FINISH,   /* the verdict is the answer                              */
+    SLUICE__NEXT_RESERVED, /* allowed once due: sleep until *until, then answer      */
+    SLUICE__NEXT_RETRY,    /* sleep until *until, then ask again                     */
+    SLUICE__NEXT_RELEASE,  /* as RETRY, but a release (concurrency) ends the sleep too */
+} sluice__next;
+
+/* The next step of a caller that got v and may wait wait_us (<= 0: not at all)
+ * until deadline, reading the clock `now` only when the answer depends on the time
+ * (so an answer given at once costs no clock read). A caller waits only for permits
+ * due by its deadline, or for a concurrency release up to it. */
+sluice__next sluice__engine_next(const sluice__rule *rule, const sluice__verdict *v, gint64 wait_us,
+                                 gint64 deadline, gint64 (*now)(void), gint64 *until);
+
+/* The reservation a waiting token_bucket caller asks for (until its deadline), 0
+ * for every other caller (which costs no clock read). */
+gint64 sluice__engine_reserve_us(const sluice__rule *rule, gint64 wait_us, gint64 deadline,
+                                 gint64 (*now)(void));
 
 /* One ask of the backend without blocking: done is called with the verdict (on
  * failure: the on_error verdict, and the failure, which done owns), from
@@ -69,6 +97,10 @@ guint64 sluice__engine_releases(void);
 /* Called (outside any lock) after every give-back; NULL: none. */
 typedef void (*sluice__engine_release_func)(void);
 void sluice__engine_on_release(sluice__engine_release_func hook);
+
+/* Test-only (sluice_testing_fail_backend): the next count backend calls fail with
+ * SLUICE_ERROR_BACKEND and message, before reaching the backend. */
+void sluice__engine_inject_failures(guint count, const char *message);
 
 /* fork(): takes the lock of waiting callers and give-backs, or lets it go. */
 void sluice__engine_fork_lock(void);

@@ -17,7 +17,7 @@
 
 #include <glib.h>
 
-#include "api.h"
+#include "async.h"
 #include "backend_memory.h"
 #include "engine.h"
 

@@ -14,7 +14,7 @@
 
 #include <sluice/macros.h>
 
-#include "api.h"
+#include "limit_name.h"
 #include "backend_memory.h"
 
 static sluice_descriptor *descriptors; /* the list; pushed atomically         */
@@ -113,7 +113,7 @@ static void bind_one(sluice_descriptor *d)
     }
     sluice__limiter *limiter = limiter_for(d->name);
     if (!limiter->rule)
-        g_message("%s:%d: %s is decorated with \"%s\", which has no rule: it is not limited",
+        g_warning("%s:%d: %s is decorated with \"%s\", which has no rule: it is not limited",
                   d->file, d->line, d->function, d->name);
     g_atomic_pointer_set(&d->priv_limiter, limiter);
 }
@@ -123,7 +123,8 @@ static gboolean link_once(sluice_descriptor *descriptor)
 {
     if (g_atomic_int_get(&descriptor->priv_registered) != UNLINKED)
         return FALSE; /* the common case: no name to check */
-    int state = sluice__check_name(descriptor->name, NULL) ? LINKED : LINKED_BAD_NAME;
+    int state =
+        sluice__limit_name_check(descriptor->name) == SLUICE__NAME_OK ? LINKED : LINKED_BAD_NAME;
     if (!g_atomic_int_compare_and_exchange(&descriptor->priv_registered, UNLINKED, state))
         return FALSE;
     sluice_descriptor *head;

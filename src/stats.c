@@ -1,78 +1,192 @@
-/* Counting decisions: relaxed atomic counters and a power-of-two latency histogram. */
-#include "stats.h"
+/* Reading the stats: one limit's, one decorated function's, and all as Prometheus text. */
+#include <sluice/descriptor.h>
+#include <sluice/error.h>
+#include <sluice/stats.h>
 
-#include <time.h>
+#include <string.h>
 
-#define SAMPLE_EVERY 8
+#include "arguments.h"
+#include "registry.h"
+#include "counters.h"
 
-static __thread guint sample_tick;
-
-gboolean sluice__stats_sample(void)
+gboolean sluice_stats_get(const char *name, sluice_stats *out, GError **error)
 {
-    return sample_tick++ % SAMPLE_EVERY == 0;
-}
-
-gint64 sluice__stats_clock_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (gint64)t.tv_sec * G_GINT64_CONSTANT(1000000000) + t.tv_nsec;
-}
-
-/* The histogram slot of a duration: the smallest i with ns <= 2^i µs. */
-static guint bucket_of(gint64 ns)
-{
-    guint64 us = (guint64)(ns + 999) / 1000; /* rounded up */
-    if (us <= 1)
-        return 0;
-    guint i = 64 - (guint)__builtin_clzll(us - 1);
-    return MIN(i, SLUICE_STATS_BUCKETS - 1);
-}
-
-static inline void add(guint64 *counter, guint64 n)
-{
-    __atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
-}
-
-void sluice__stats_count(sluice_stats *stats, sluice__outcome outcome, gboolean waited,
-                         gint64 elapsed_ns)
-{
-    switch (outcome) {
-    case SLUICE__OUTCOME_ALLOWED:
-        add(&stats->allowed, 1);
-        break;
-    case SLUICE__OUTCOME_DENIED:
-        add(&stats->denied, 1);
-        break;
-    case SLUICE__OUTCOME_SHADOW_DENIED:
-        add(&stats->shadow_denied, 1);
-        break;
-    case SLUICE__OUTCOME_ERROR:
-        add(&stats->errors, 1);
-        break;
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!sluice__check_name(name, error))
+        return FALSE;
+    if (!out) {
+        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
+                            "out is NULL; expected where to write the stats");
+        return FALSE;
     }
-    if (waited)
-        add(&stats->waited, 1);
-    if (elapsed_ns >= 0) {
-        add(&stats->latency_ns_sum, (guint64)elapsed_ns);
-        add(&stats->latency[bucket_of(elapsed_ns)], 1);
+    sluice__limiter *limiter = sluice__registry_find(name);
+    if (limiter) {
+        sluice__stats_read(&limiter->stats, out);
+        return TRUE;
+    }
+    if (!sluice__registry_active()) {
+        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
+                            sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
+        return FALSE;
+    }
+    return TRUE; /* a name that never decided */
+}
+
+void sluice_descriptor_stats(const sluice_descriptor *descriptor, sluice_stats *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    if (descriptor)
+        sluice__stats_read(&descriptor->priv_stats, out);
+}
+
+/* ---- the Prometheus text format ------------------------------------------------ */
+
+/* Appends s as a label value: backslash, double quote and newline escaped. */
+static void append_label(GString *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\')
+            g_string_append(out, "\\\\");
+        else if (*s == '"')
+            g_string_append(out, "\\\"");
+        else if (*s == '\n')
+            g_string_append(out, "\\n");
+        else
+            g_string_append_c(out, *s);
     }
 }
 
-static inline guint64 load(const guint64 *counter)
+/* One limit or decorated function: its name, labels and a copy of its stats. */
+typedef struct {
+    char *labels; /* name="..." and, for a function, function="...",site="..." */
+    sluice_stats stats;
+} series;
+
+static void series_free(gpointer p)
 {
-    return __atomic_load_n(counter, __ATOMIC_RELAXED);
+    series *s = p;
+    g_free(s->labels);
+    g_free(s);
 }
 
-void sluice__stats_read(const sluice_stats *stats, sluice_stats *out)
+static series *series_new(const char *name, const sluice_descriptor *d, const sluice_stats *stats)
 {
-    out->allowed = load(&stats->allowed);
-    out->denied = load(&stats->denied);
-    out->shadow_denied = load(&stats->shadow_denied);
-    out->errors = load(&stats->errors);
-    out->waited = load(&stats->waited);
-    out->degraded = load(&stats->degraded);
-    out->latency_ns_sum = load(&stats->latency_ns_sum);
-    for (guint i = 0; i < SLUICE_STATS_BUCKETS; i++)
-        out->latency[i] = load(&stats->latency[i]);
+    series *s = g_new0(series, 1);
+    GString *labels = g_string_new("name=\"");
+    append_label(labels, name);
+    g_string_append_c(labels, '"');
+    if (d) {
+        g_string_append(labels, ",function=\"");
+        append_label(labels, d->function ? d->function : "");
+        g_string_append(labels, "\",site=\"");
+        append_label(labels, d->file ? d->file : "");
+        g_string_append_printf(labels, ":%d\"", d->line);
+    }
+    s->labels = g_string_free(labels, FALSE);
+    sluice__stats_read(stats, &s->stats);
+    return s;
+}
+
+static gint by_labels(gconstpointer a, gconstpointer b)
+{
+    return strcmp((*(series *const *)a)->labels, (*(series *const *)b)->labels);
+}
+
+static void add_limiter(sluice__limiter *limiter, gpointer limits)
+{
+    g_ptr_array_add(limits, series_new(limiter->name, NULL, &limiter->stats));
+}
+
+static void add_descriptor(const sluice_descriptor *d, gboolean has_rule, gpointer functions)
+{
+    (void)has_rule;
+    if (d->name && *d->name && g_utf8_validate(d->name, -1, NULL))
+        g_ptr_array_add(functions, series_new(d->name, d, &d->priv_stats));
+}
+
+static void header(GString *out, const char *metric, const char *type, const char *help)
+{
+    g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", metric, help, metric, type);
+}
+
+static void outcomes(GString *out, const char *metric, GPtrArray *all)
+{
+    for (guint i = 0; i < all->len; i++) {
+        const series *s = g_ptr_array_index(all, i);
+        const struct {
+            const char *outcome;
+            guint64 n;
+        } rows[] = {{"allowed", s->stats.allowed},
+                    {"denied", s->stats.denied},
+                    {"shadow_denied", s->stats.shadow_denied},
+                    {"error", s->stats.errors}};
+        for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
+            g_string_append_printf(out, "%s{%s,outcome=\"%s\"} %" G_GUINT64_FORMAT "\n", metric,
+                                   s->labels, rows[r].outcome, rows[r].n);
+    }
+}
+
+/* One counter per series, read at `offset` in sluice_stats. */
+static void counter(GString *out, const char *metric, GPtrArray *all, gsize offset)
+{
+    for (guint i = 0; i < all->len; i++) {
+        const series *s = g_ptr_array_index(all, i);
+        guint64 n = *(const guint64 *)((const char *)&s->stats + offset);
+        g_string_append_printf(out, "%s{%s} %" G_GUINT64_FORMAT "\n", metric, s->labels, n);
+    }
+}
+
+static void histogram(GString *out, const char *metric, GPtrArray *all)
+{
+    for (guint i = 0; i < all->len; i++) {
+        const series *s = g_ptr_array_index(all, i);
+        guint64 cumulative = 0;
+        for (guint b = 0; b < SLUICE_STATS_BUCKETS; b++) {
+            cumulative += s->stats.latency[b];
+            if (b + 1 < SLUICE_STATS_BUCKETS)
+                g_string_append_printf(out, "%s_bucket{%s,le=\"%.6f\"} %" G_GUINT64_FORMAT "\n",
+                                       metric, s->labels, (double)(1u << b) / 1e6, cumulative);
+            else
+                g_string_append_printf(out, "%s_bucket{%s,le=\"+Inf\"} %" G_GUINT64_FORMAT "\n",
+                                       metric, s->labels, cumulative);
+        }
+        g_string_append_printf(out, "%s_sum{%s} %.9f\n", metric, s->labels,
+                               (double)s->stats.latency_ns_sum / 1e9);
+        g_string_append_printf(out, "%s_count{%s} %" G_GUINT64_FORMAT "\n", metric, s->labels,
+                               cumulative);
+    }
+}
+
+char *sluice_stats_prometheus(void)
+{
+    g_autoptr(GPtrArray) limits = g_ptr_array_new_with_free_func(series_free);
+    g_autoptr(GPtrArray) functions = g_ptr_array_new_with_free_func(series_free);
+    sluice__registry_foreach_limiter(add_limiter, limits);
+    sluice_descriptors_foreach(add_descriptor, functions);
+    g_ptr_array_sort(limits, by_labels);
+    g_ptr_array_sort(functions, by_labels);
+
+    GString *out = g_string_new(NULL);
+    header(out, "sluice_decisions_total", "counter", "Decisions per limit, by outcome.");
+    outcomes(out, "sluice_decisions_total", limits);
+    header(out, "sluice_waited_total", "counter", "Decisions that waited for their permits.");
+    counter(out, "sluice_waited_total", limits, G_STRUCT_OFFSET(sluice_stats, waited));
+    header(out, "sluice_degraded_total", "counter",
+           "Decorated calls that ran their degrade function or fallback.");
+    counter(out, "sluice_degraded_total", limits, G_STRUCT_OFFSET(sluice_stats, degraded));
+    header(out, "sluice_decision_seconds", "histogram",
+           "Time to decide, waiting included (memory backend: one decision in eight).");
+    histogram(out, "sluice_decision_seconds", limits);
+    header(out, "sluice_function_decisions_total", "counter",
+           "Decisions per decorated function, by outcome.");
+    outcomes(out, "sluice_function_decisions_total", functions);
+    header(out, "sluice_function_degraded_total", "counter",
+           "Calls of a decorated function that ran its degrade function or fallback.");
+    counter(out, "sluice_function_degraded_total", functions,
+            G_STRUCT_OFFSET(sluice_stats, degraded));
+    return g_string_free(out, FALSE);
 }

@@ -153,7 +153,7 @@ static gpointer reset_later(gpointer data)
 
 START_TEST(reset_wakes_a_concurrency_waiter)
 {
-    sluice_testing_set_clock(NULL, NULL, NULL);
+    sluice_clock_set(NULL, NULL, NULL);
     fixture_init("[limit:slots]\nalgorithm = concurrency\nlimit = 1\nwindow = 1m\n");
     ck_assert_int_eq(sluice_acquire("slots", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
     GThread *t = g_thread_new("reset", reset_later, NULL);

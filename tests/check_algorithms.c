@@ -612,7 +612,7 @@ static void hook_sleep(gint64 until_us, gpointer user_data)
 START_TEST(token_bucket_caller_arriving_during_a_reservation_queues_behind_it)
 {
     fixture_clock_start(S);
-    sluice_testing_set_clock(hook_now, hook_sleep, NULL);
+    sluice_clock_set(hook_now, hook_sleep, NULL);
     fixture_init(token_bucket);
     ck_acquire("tb", "alice", 5, TRUE, 5, 0, -1, 500);
     at(30300);

@@ -155,7 +155,7 @@ static gpointer release_later(gpointer data)
 
 START_TEST(a_concurrency_waiter_is_woken_by_a_release)
 {
-    sluice_testing_set_clock(NULL, NULL, NULL);
+    sluice_clock_set(NULL, NULL, NULL);
     fixture_init("[limit:slots]\nalgorithm = concurrency\nlimit = 1\nwindow = 1m\n");
     ck_assert_int_eq(sluice_acquire("slots", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
     GThread *t = g_thread_new("release", release_later, NULL);
@@ -172,7 +172,7 @@ END_TEST
 START_TEST(a_real_wait_lasts_the_retry_time_and_not_much_more)
 {
     sluice_decision d;
-    sluice_testing_set_clock(NULL, NULL, NULL);
+    sluice_clock_set(NULL, NULL, NULL);
     fixture_init("[limit:log]\nalgorithm = sliding_log\nlimit = 2\nwindow = 200ms\n");
     ck_assert_int_eq(sluice_acquire("log", NULL, 2, &d, NULL), SLUICE_ALLOWED);
     gint64 start = g_get_monotonic_time();

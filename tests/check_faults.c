@@ -304,7 +304,7 @@ static void run_case(fault f, policy p)
     run.fault = f;
     run.policy = p;
     run.server = server;
-    sluice_testing_set_clock(NULL, NULL, NULL);
+    sluice_clock_set(NULL, NULL, NULL);
     ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
 
     GThread *threads[THREADS];

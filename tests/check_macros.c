@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include <glib/gstdio.h>
+
 static const char *keyfile = "[limit:two]\n"
                              "algorithm = fixed_window\n"
                              "limit = 2\n"
@@ -160,12 +162,19 @@ static void count_no_rule(const gchar *domain, GLogLevelFlags level, const gchar
 
 START_TEST(init_logs_each_decorated_name_that_has_no_rule)
 {
+    /* at WARNING, at init and at every reload */
     int logged = 0;
-    guint handler = g_log_set_handler("sluice", G_LOG_LEVEL_MESSAGE, count_no_rule, &logged);
-    fixture_init(keyfile);
+    guint handler = g_log_set_handler("sluice", G_LOG_LEVEL_WARNING, count_no_rule, &logged);
+    g_autofree char *path = fixture_write_keyfile(keyfile);
+    g_autofree char *contents = fixture_contents(keyfile);
+    ck_assert(g_file_set_contents(path, contents, -1, NULL));
+    ck_assert(sluice_init(path, NULL));
     ck_assert_int_eq(logged, 1);
+    ck_assert(sluice_reload(NULL));
+    ck_assert_int_eq(logged, 2);
     g_log_remove_handler("sluice", handler);
     sluice_shutdown();
+    g_unlink(path);
 }
 END_TEST
 

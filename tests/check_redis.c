@@ -160,7 +160,7 @@ END_TEST
 
 START_TEST(keys_carry_a_ttl_and_vanish_when_idle)
 {
-    sluice_testing_set_clock(NULL, NULL, NULL);
+    sluice_clock_set(NULL, NULL, NULL);
     fixture_init("[limit:t]\nalgorithm = fixed_window\nlimit = 5\nwindow = 200ms\n");
     ck_assert_int_eq(sluice_acquire("t", "alice", 1, NULL, NULL), SLUICE_ALLOWED);
     redisReply *keys = test_redis_command(fixture_redis(), "KEYS *");
@@ -447,7 +447,7 @@ static gint64 until_redis_answers(void)
 
 START_TEST(a_hung_server_costs_a_timeout_then_the_breaker_answers_at_once)
 {
-    sluice_testing_set_clock(NULL, NULL, NULL);
+    sluice_clock_set(NULL, NULL, NULL);
     fixture_init(FAULTY("deny"));
     ck_assert_int_eq(sluice_acquire("p", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
     test_redis_pause(fixture_redis());
@@ -489,7 +489,7 @@ START_TEST(a_restarted_server_is_used_again_without_help)
     g_autofree char *ini =
         g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\n%s", url, FAULTY("allow"));
     g_autofree char *path = fixture_write_keyfile(ini);
-    sluice_testing_set_clock(NULL, NULL, NULL);
+    sluice_clock_set(NULL, NULL, NULL);
     ck_assert(sluice_init(path, NULL));
     ck_assert_int_eq(sluice_acquire("p", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
     test_redis_restart(own);
@@ -505,7 +505,7 @@ END_TEST
 
 START_TEST(on_error_local_decides_in_process_while_redis_is_away)
 {
-    sluice_testing_set_clock(NULL, NULL, NULL);
+    sluice_clock_set(NULL, NULL, NULL);
     fixture_init(FAULTY("local"));
     test_redis_pause(fixture_redis());
     sluice_decision d;

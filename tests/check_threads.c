@@ -44,7 +44,7 @@ static gint cmp_time(gconstpointer a, gconstpointer b)
 static gint run_hammer(const char *keyfile, const char *name)
 {
     GThread *threads[THREADS];
-    sluice_testing_set_clock(real_clock, NULL, NULL);
+    sluice_clock_set(real_clock, NULL, NULL);
     fixture_init(keyfile);
     hammered = name;
     n_admitted = 0;
@@ -201,7 +201,7 @@ START_TEST(reload_rebinds_rules_while_threads_call)
     GThread *threads[4];
     g_autofree char *path =
         fixture_write_keyfile("[limit:r]\nalgorithm = fixed_window\nlimit = 1000\nwindow = 1s\n");
-    sluice_testing_set_clock(NULL, NULL, NULL);
+    sluice_clock_set(NULL, NULL, NULL);
     ck_assert(sluice_init(path, NULL));
     for (int i = 0; i < 4; i++)
         threads[i] = g_thread_new("caller", call_reloaded, NULL);
@@ -251,7 +251,7 @@ START_TEST(a_child_forked_while_threads_decide_decides_too)
     fixture_init("[limit:forked]\nalgorithm = token_bucket\nlimit = 1000000\nwindow = 1s\n"
                  "burst = 1000000000000\n"
                  "[limit:slot]\nalgorithm = concurrency\nlimit = 1\nwait = 20ms\n");
-    sluice_testing_set_clock(NULL, NULL, NULL);
+    sluice_clock_set(NULL, NULL, NULL);
     fixture_fork_children("forked", 20, 5000, forked_child_decides);
     sluice_shutdown();
 }

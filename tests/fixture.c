@@ -94,7 +94,7 @@ void fixture_clock_start(gint64 start_us)
 {
     fake_now = start_us;
     sleeps = 0;
-    sluice_testing_set_clock(clock_now, clock_sleep, NULL);
+    sluice_clock_set(clock_now, clock_sleep, NULL);
 }
 
 void fixture_clock_set(gint64 now_us)

@@ -1,7 +1,7 @@
 /* sluice replay: a traffic trace replayed in virtual time against a keyfile's rules.
  *
  * Every trace line is one caller's call at its own time T_MS. The library's clock
- * is injected (sluice_testing_set_clock) and set to each call's time, so a day of
+ * is injected (sluice_clock_set) and set to each call's time, so a day of
  * traffic replays in moments and the answers are exact; on Redis the scripts get
  * that time as their override. A rule's `wait` is played out in virtual time:
  * while a caller waits, the calls after it in the trace go on at their own times.
@@ -355,7 +355,7 @@ static int open_replay(const char *path, replay *r)
     g_autofree char *copy = throwaway_copy(path, &error);
     if (!copy)
         return cli_fail(COMMAND, error);
-    sluice_testing_set_clock(clock_now, clock_sleep, r);
+    sluice_clock_set(clock_now, clock_sleep, r);
     int rc = cli_open(COMMAND, copy, NULL, NULL);
     g_unlink(copy);
     return rc;
@@ -422,7 +422,7 @@ static int replay_with(const char *path, FILE *in, const char *trace, replay_svg
             rc = CLI_EXIT_OK;
     }
     sluice_shutdown();
-    sluice_testing_set_clock(NULL, NULL, NULL);
+    sluice_clock_set(NULL, NULL, NULL);
     g_queue_clear_full(&r.pending, (GDestroyNotify)call_free);
     g_sequence_free(r.waiting);
     g_ptr_array_unref(r.order);

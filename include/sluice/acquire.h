@@ -1,9 +1,11 @@
-/* The core API: load the keyfile, ask for permits, give them back. */
+/* The core API: ask for permits, give them back (and, through <sluice/lifecycle.h>,
+ * load the keyfile). */
 #ifndef SLUICE_ACQUIRE_H
 #define SLUICE_ACQUIRE_H
 
 #include <glib.h>
 #include <sluice/export.h>
+#include <sluice/lifecycle.h>
 
 G_BEGIN_DECLS
 
@@ -19,24 +21,6 @@ typedef struct {
     gint64 retry_after_ms; /* -1 when allowed, and when `permits` can never pass */
     gint64 reset_after_ms; /* until the limiter is back to full capacity        */
 } sluice_decision;
-
-/* Loads the keyfile at config_path (NULL: $SLUICE_CONFIG when set, else the
- * defaults: memory backend, no rules) and binds every decorated function to its
- * rule. Logs (domain "sluice") each decorated name that has no rule. Returns FALSE
- * with *error set (SLUICE_ERROR_CONFIG: "FILE: [GROUP] KEY = VALUE: what is
- * expected") when the file cannot be read or a value is wrong; then nothing
- * changes. Calling it again while initialized is the same as sluice_reload with a
- * new path. */
-SLUICE_API gboolean sluice_init(const char *config_path, GError **error);
-
-/* Rereads the keyfile sluice_init loaded and swaps the new rules in atomically
- * while other threads keep deciding. A rule whose algorithm and parameters did not
- * change keeps its state. A file that fails validation changes nothing. */
-SLUICE_API gboolean sluice_reload(GError **error);
-
-/* Frees every rule and all limiter state. No thread may be inside a sluice call.
- * Decorated functions called afterwards run their bodies (no rules). */
-SLUICE_API void sluice_shutdown(void);
 
 /* One decision for `permits` permits of the limit `name`, for the caller `key`
  * (NULL: none; ignored when the rule says per_key = false). permits = 0 is a

@@ -5,12 +5,14 @@
 
 #include <sluice/export.h>
 #include <sluice/error.h>
+#include <sluice/lifecycle.h>
 #include <sluice/acquire.h>
 #include <sluice/async.h>
 #include <sluice/descriptor.h>
 #include <sluice/macros.h>
 #include <sluice/stats.h>
 #include <sluice/admin.h>
+#include <sluice/clock.h>
 #include <sluice/headers.h>
 
 #define SLUICE_VERSION_MAJOR 0

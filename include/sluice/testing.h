@@ -1,23 +1,14 @@
-/* Test hooks: an injectable clock and injected backend failures. Not for production. */
+/* Test-only hooks: injected backend failures and a look inside the memory backend.
+ * For sluice's own tests and for tests of programs that use it; not for production.
+ * (The virtual clock is a supported API: <sluice/clock.h>.) */
 #ifndef SLUICE_TESTING_H
 #define SLUICE_TESTING_H
 
 #include <glib.h>
+#include <sluice/clock.h>
 #include <sluice/export.h>
 
 G_BEGIN_DECLS
-
-/* The memory backend's clock, in microseconds on a monotonic scale. */
-typedef gint64 (*sluice_clock_now_func)(gpointer user_data);
-/* Called instead of sleeping when a caller waits for permits: the hook should
- * advance its clock to until_us (or further) and return. */
-typedef void (*sluice_clock_sleep_func)(gint64 until_us, gpointer user_data);
-
-/* Replaces the clock (and the sleep of waiting callers) for the whole process;
- * now == NULL restores the real monotonic clock. Set it before deciding: times
- * already stored by the memory backend are on the clock that stored them. */
-SLUICE_API void sluice_testing_set_clock(sluice_clock_now_func now, sluice_clock_sleep_func sleep,
-                                         gpointer user_data);
 
 /* Makes the next `count` backend calls fail with SLUICE_ERROR_BACKEND and
  * `message`, as a broken backend would, so the on_error policies and error

@@ -13,7 +13,7 @@ void sluice__redis_script_init(sluice__redis_script *s, const char *sha, const s
                              rule->interval_us, permits,         reserve_us};
     for (guint i = 0; i < G_N_ELEMENTS(values); i++)
         s->numbers[i][sluice__redis_decimal(s->numbers[i], values[i])] = '\0';
-    if (sluice__clock_injected()) /* tests and replay only: never in normal operation */
+    if (sluice__clock_injected()) /* a virtual clock (replay, tests): never in normal operation */
         s->numbers[6][sluice__redis_decimal(s->numbers[6], sluice__clock_now())] = '\0';
     else
         s->numbers[6][0] = '\0';

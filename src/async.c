@@ -3,12 +3,13 @@
  * A request asks the engine without blocking (sluice__engine_ask_async), and when
  * the rule lets it wait it sleeps on a timeout source of the caller's context,
  * never on a thread: a concurrency waiter is also woken when permits are given
- * back. Under the test clock it advances the clock instead of waiting, as the
+ * back. Under a virtual clock it advances the clock instead of waiting, as the
  * blocking API does, so tests get exact answers. */
 #include <sluice/async.h>
 #include <sluice/error.h>
 
-#include "api.h"
+#include "arguments.h"
+#include "async.h"
 #include "clock.h"
 #include "engine.h"
 
@@ -145,7 +146,7 @@ static void finish(GTask *task, sluice__outcome outcome, GError *failure)
     drop_sources(r);
     stop_waiting_for_release(task);
     if (failure && failure->domain == G_IO_ERROR) { /* cancelled: no decision was made */
-        r->decision = (sluice_decision){FALSE, 0, 0, -1, 0};
+        r->decision = sluice__engine_refused();
         g_task_return_error(task, failure);
         return;
     }
@@ -163,7 +164,7 @@ static gboolean outlived(GTask *task)
         return FALSE;
     r->finished = TRUE;
     drop_sources(r);
-    r->decision = (sluice_decision){FALSE, 0, 0, -1, 0};
+    r->decision = sluice__engine_refused();
     g_task_return_new_error(task, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
                             "sluice_shutdown was called before the decision was made");
     return TRUE;
@@ -200,7 +201,7 @@ static gboolean timer_fired(gpointer task)
     return G_SOURCE_REMOVE;
 }
 
-/* Runs timer_fired at monotonic time `until` (the test clock: advances it and runs
+/* Runs timer_fired at monotonic time `until` (a virtual clock: advances it and runs
  * it from an idle). */
 static void wake_at(GTask *task, gint64 until)
 {
@@ -235,23 +236,16 @@ static void asked(const sluice__verdict *v, GError *failure, gpointer task)
         return;
     }
     sluice__outcome outcome = sluice__engine_settle(r->rule, v, &r->decision);
-    if (failure) {
-        finish(task, SLUICE__OUTCOME_ERROR, failure);
-    } else if (v->allowed && v->wait_us > 0) {
-        wake_at(task, sluice__clock_now() + v->wait_us); /* a reservation */
-    } else if (v->allowed || r->wait_us <= 0 || v->retry_after_us < 0) {
-        finish(task, outcome, NULL);
+    gint64 until;
+    sluice__next next = failure ? SLUICE__NEXT_FINISH
+                                : sluice__engine_next(r->rule, v, r->wait_us, r->deadline,
+                                                      sluice__clock_now, &until);
+    if (next == SLUICE__NEXT_FINISH) {
+        finish(task, failure ? SLUICE__OUTCOME_ERROR : outcome, failure);
     } else {
-        gint64 now = sluice__clock_now();
-        gint64 due = now + v->retry_after_us;
-        gboolean concurrency = r->rule->algorithm == SLUICE__CONCURRENCY;
-        if (now >= r->deadline || (due > r->deadline && !concurrency)) {
-            finish(task, outcome, NULL);
-        } else {
-            wake_at(task, MIN(due, r->deadline));
-            if (concurrency)
-                wait_for_release(task);
-        }
+        wake_at(task, until);
+        if (next == SLUICE__NEXT_RELEASE)
+            wait_for_release(task);
     }
     g_object_unref(task);
 }
@@ -259,14 +253,13 @@ static void asked(const sluice__verdict *v, GError *failure, gpointer task)
 static void step(GTask *task)
 {
     request *r = g_task_get_task_data(task);
-    gint64 reserve_us = 0;
     if (r->timer) {
         g_source_destroy(r->timer);
         g_clear_pointer(&r->timer, g_source_unref);
     }
     stop_waiting_for_release(task);
-    if (r->wait_us > 0 && r->rule->algorithm == SLUICE__TOKEN_BUCKET)
-        reserve_us = MAX(1, r->deadline - sluice__clock_now());
+    gint64 reserve_us =
+        sluice__engine_reserve_us(r->rule, r->wait_us, r->deadline, sluice__clock_now);
     r->seen = sluice__engine_releases();
     r->asking = TRUE;
     sluice__engine_ask_async(r->limiter, r->rule, r->key, r->permits, reserve_us,
@@ -285,7 +278,7 @@ void sluice_acquire_async(const char *name, const char *key, gint64 permits,
     GError *error = NULL;
     sluice__limiter *limiter;
     if (!sluice__find(name, key, permits, &limiter, &error)) {
-        r->decision = (sluice_decision){FALSE, 0, 0, -1, 0};
+        r->decision = sluice__engine_refused();
         g_task_return_error(task, error);
         g_object_unref(task);
         return;
@@ -320,7 +313,7 @@ int sluice_acquire_finish(GAsyncResult *result, sluice_decision *out, GError **e
     if (!result || !g_task_is_valid(result, NULL) ||
         g_task_get_source_tag(G_TASK(result)) != sluice_acquire_async) {
         if (out)
-            *out = (sluice_decision){FALSE, 0, 0, -1, 0};
+            *out = sluice__engine_refused();
         g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
                             "result is not the GAsyncResult of sluice_acquire_async");
         return SLUICE_ERROR;

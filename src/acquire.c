@@ -1,0 +1,148 @@
+/* The deciding calls of include/sluice/acquire.h, and what the decorating macros of
+ * include/sluice/macros.h call around a decorated body. */
+#include <sluice/sluice.h>
+
+#include "arguments.h"
+#include "counters.h"
+#include "engine.h"
+#include "registry.h"
+#include "value.h"
+
+static int acquire(const char *name, const char *key, gint64 permits, gint64 wait_us,
+                   sluice_decision *out, GError **error)
+{
+    sluice_decision scratch;
+    gint64 taken;
+    if (!out)
+        out = &scratch;
+    sluice__limiter *limiter;
+    if (!sluice__find(name, key, permits, &limiter, error)) {
+        *out = sluice__engine_refused();
+        return SLUICE_ERROR;
+    }
+    if (!limiter) {
+        sluice__engine_unlimited(out);
+        return SLUICE_ALLOWED;
+    }
+    return sluice__engine_acquire(limiter, key, permits, wait_us, out, &taken, NULL, error);
+}
+
+int sluice_acquire(const char *name, const char *key, gint64 permits, sluice_decision *out,
+                   GError **error)
+{
+    return acquire(name, key, permits, -1, out, error);
+}
+
+int sluice_acquire_wait(const char *name, const char *key, gint64 permits, gint64 timeout_ms,
+                        sluice_decision *out, GError **error)
+{
+    if (!sluice__check_timeout_ms(timeout_ms, error)) {
+        if (out)
+            *out = sluice__engine_refused();
+        return SLUICE_ERROR;
+    }
+    return acquire(name, key, permits, timeout_ms * 1000, out, error);
+}
+
+void sluice_release(const char *name, const char *key, gint64 permits)
+{
+    g_autoptr(GError) error = NULL;
+    sluice__limiter *limiter;
+    if (!sluice__find(name, key, permits, &limiter, &error)) {
+        g_debug("sluice_release ignored: %s", error->message);
+        return;
+    }
+    if (limiter)
+        sluice__engine_release(limiter, key, permits);
+}
+
+/* ---- what the macros call ----------------------------------------------------- */
+
+/* The last decorated call's decision on this thread (sluice_last_decision): a
+ * flag for a call with no rule (one store on that path), the decision otherwise.
+ * The initial-exec model keeps the stores plain moves. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    gboolean unlimited;
+    int result;
+    sluice_decision decision;
+} last = {FALSE, SLUICE_ERROR, {FALSE, 0, 0, -1, 0}}; /* sluice__engine_refused() */
+
+int sluice_last_decision(sluice_decision *out)
+{
+    g_return_val_if_fail(out != NULL, SLUICE_ERROR);
+    if (last.unlimited) {
+        sluice__engine_unlimited(out);
+        return SLUICE_ALLOWED;
+    }
+    *out = last.decision;
+    return last.result;
+}
+
+int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *lease,
+                  sluice_decision *verdict, GError **error)
+{
+    if (G_UNLIKELY(!descriptor || !lease || (error && !verdict))) {
+        if (verdict)
+            *verdict = sluice__engine_refused();
+        if (!error)
+            return SLUICE__DEGRADE;
+        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
+                            "descriptor, lease or verdict is NULL; expected the macros' own");
+        return SLUICE__FAILED;
+    }
+    sluice__limiter *limiter = sluice__registry_limiter_of(descriptor);
+    last.unlimited = TRUE;
+    if (G_UNLIKELY(!limiter) && !(limiter = sluice__registry_bind(descriptor)))
+        return SLUICE__RUN; /* not initialized: no rules */
+    if (!sluice__limiter_rule(limiter))
+        return SLUICE__RUN; /* a name with no rule is not limited */
+
+    sluice_decision d;
+    GError *failure = NULL;
+    gint64 taken = 0;
+    int r;
+    if (key && !sluice__check_key(key, &failure)) {
+        d = (sluice_decision){sluice__engine_policy_allows(sluice__limiter_rule(limiter)), 0, 0, -1,
+                              0};
+        sluice__stats_count(&limiter->stats, SLUICE__OUTCOME_ERROR, FALSE, -1);
+        sluice__stats_count(&descriptor->priv_stats, SLUICE__OUTCOME_ERROR, FALSE, -1);
+        r = SLUICE_ERROR;
+    } else {
+        r = sluice__engine_acquire(limiter, key, 1, -1, &d, &taken, &descriptor->priv_stats,
+                                   &failure);
+    }
+    last.unlimited = FALSE;
+    last.result = r;
+    last.decision = d;
+    if (taken > 0) {
+        lease->priv_limiter = limiter;
+        lease->priv_key = key;
+        lease->priv_permits = taken;
+    }
+    int run;
+    if (r != SLUICE_ERROR) {
+        run = r == SLUICE_ALLOWED ? SLUICE__RUN : SLUICE__DEGRADE;
+    } else if (!error) {
+        g_debug("%s: limiter failed, on_error %s: %s", descriptor->name,
+                d.allowed ? "allows" : "denies", failure->message);
+        g_error_free(failure);
+        run = d.allowed ? SLUICE__RUN : SLUICE__DEGRADE;
+    } else {
+        *verdict = d;
+        g_propagate_error(error, failure);
+        return SLUICE__FAILED; /* the error callback answers */
+    }
+    if (run == SLUICE__DEGRADE) {
+        sluice__stats_degraded(&limiter->stats);
+        sluice__stats_degraded(&descriptor->priv_stats);
+    }
+    return run;
+}
+
+void sluice__leave(sluice_lease *lease)
+{
+    if (G_LIKELY(!lease || lease->priv_permits == 0))
+        return;
+    sluice__engine_release(lease->priv_limiter, lease->priv_key, lease->priv_permits);
+    lease->priv_permits = 0;
+}

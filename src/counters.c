@@ -1,0 +1,78 @@
+/* Counting decisions: relaxed atomic counters and a power-of-two latency histogram. */
+#include "counters.h"
+
+#include <time.h>
+
+#define SAMPLE_EVERY 8
+
+static __thread guint sample_tick;
+
+gboolean sluice__stats_sample(void)
+{
+    return sample_tick++ % SAMPLE_EVERY == 0;
+}
+
+gint64 sluice__stats_clock_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (gint64)t.tv_sec * G_GINT64_CONSTANT(1000000000) + t.tv_nsec;
+}
+
+/* The histogram slot of a duration: the smallest i with ns <= 2^i µs. */
+static guint bucket_of(gint64 ns)
+{
+    guint64 us = (guint64)(ns + 999) / 1000; /* rounded up */
+    if (us <= 1)
+        return 0;
+    guint i = 64 - (guint)__builtin_clzll(us - 1);
+    return MIN(i, SLUICE_STATS_BUCKETS - 1);
+}
+
+static inline void add(guint64 *counter, guint64 n)
+{
+    __atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+}
+
+void sluice__stats_count(sluice_stats *stats, sluice__outcome outcome, gboolean waited,
+                         gint64 elapsed_ns)
+{
+    switch (outcome) {
+    case SLUICE__OUTCOME_ALLOWED:
+        add(&stats->allowed, 1);
+        break;
+    case SLUICE__OUTCOME_DENIED:
+        add(&stats->denied, 1);
+        break;
+    case SLUICE__OUTCOME_SHADOW_DENIED:
+        add(&stats->shadow_denied, 1);
+        break;
+    case SLUICE__OUTCOME_ERROR:
+        add(&stats->errors, 1);
+        break;
+    }
+    if (waited)
+        add(&stats->waited, 1);
+    if (elapsed_ns >= 0) {
+        add(&stats->latency_ns_sum, (guint64)elapsed_ns);
+        add(&stats->latency[bucket_of(elapsed_ns)], 1);
+    }
+}
+
+static inline guint64 load(const guint64 *counter)
+{
+    return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
+void sluice__stats_read(const sluice_stats *stats, sluice_stats *out)
+{
+    out->allowed = load(&stats->allowed);
+    out->denied = load(&stats->denied);
+    out->shadow_denied = load(&stats->shadow_denied);
+    out->errors = load(&stats->errors);
+    out->waited = load(&stats->waited);
+    out->degraded = load(&stats->degraded);
+    out->latency_ns_sum = load(&stats->latency_ns_sum);
+    for (guint i = 0; i < SLUICE_STATS_BUCKETS; i++)
+        out->latency[i] = load(&stats->latency[i]);
+}

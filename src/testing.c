@@ -1,0 +1,16 @@
+/* The test-only hooks of include/sluice/testing.h. */
+#include <sluice/testing.h>
+
+#include "arguments.h"
+#include "engine.h"
+#include "registry.h"
+
+void sluice_testing_fail_backend(guint count, const char *message)
+{
+    sluice__engine_inject_failures(count, message);
+}
+
+gsize sluice_testing_memory_keys(const char *name)
+{
+    return sluice__check_name(name, NULL) ? sluice__registry_memory_keys(name) : 0;
+}
