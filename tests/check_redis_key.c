@@ -3,17 +3,14 @@
  * real redis-servers (a plain one, and a one-node Redis Cluster). */
 #include "fixture.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "redis/key.h"
+#include "redis_cluster.h"
 
 #define PREFIX "sluice:"
 
-static test_redis *cluster; /* cluster-enabled, every slot served by itself */
+static test_cluster *cluster; /* one node, every slot served by itself */
 
 /* Keys a caller could send to break the key format or the hash tag. */
 static const char *nasty[32];
@@ -264,7 +261,7 @@ static long long keyslot(redisContext *ctx, const char *key)
 
 START_TEST(redis_cluster_puts_both_keys_in_the_slot_of_the_tag)
 {
-    redisContext *ctx = test_redis_connect(cluster, NULL);
+    redisContext *ctx = test_redis_connect(cluster->node[0], NULL);
     ck_assert(ctx && !ctx->err);
     GArray *all = build_all();
     for (guint i = 0; i < all->len; i++) {
@@ -341,51 +338,14 @@ END_TEST
 
 START_TEST(nasty_keys_keep_separate_state_on_redis_cluster)
 {
-    each_caller_has_its_own_state(cluster);
+    each_caller_has_its_own_state(cluster->node[0]);
 }
 END_TEST
-
-/* A port nobody listens on now, for the cluster bus. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    g_assert(fd >= 0);
-    g_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    g_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-/* A one-node Redis Cluster: cluster mode on, every slot assigned to itself. */
-static test_redis *start_cluster(void)
-{
-    g_autofree char *bus = g_strdup_printf("%d", free_port());
-    const char *const args[] = {"--cluster-enabled", "yes", "--cluster-port", bus, NULL};
-    test_redis *server = test_redis_start(args);
-    redisContext *ctx = test_redis_connect(server, NULL);
-    g_assert(ctx && !ctx->err);
-    redisReply *r = redisCommand(ctx, "CLUSTER ADDSLOTSRANGE 0 16383");
-    g_assert(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    for (int i = 0; i < 500; i++) { /* the state turns ok at the server's next cron */
-        r = redisCommand(ctx, "CLUSTER INFO");
-        gboolean ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok");
-        freeReplyObject(r);
-        if (ok) {
-            redisFree(ctx);
-            return server;
-        }
-        g_usleep(10000);
-    }
-    g_error("the one-node cluster did not reach cluster_state:ok in 5 s");
-}
 
 int main(void)
 {
     make_nasty_keys();
-    cluster = start_cluster();
+    cluster = test_cluster_start(&(test_cluster_options){.masters = 1});
 
     Suite *s = suite_create("redis_key");
     TCase *tc = tcase_create("builder");
@@ -404,6 +364,6 @@ int main(void)
     suite_add_tcase(s, servers);
 
     int status = fixture_run(s);
-    test_redis_stop(cluster);
+    test_cluster_stop(cluster);
     return status;
 }

@@ -221,3 +221,8 @@ redisReply *test_redis_command(const test_redis *redis, const char *format, ...)
     redisFree(ctx);
     return r;
 }
+
+int test_redis_free_port(void)
+{
+    return free_port();
+}

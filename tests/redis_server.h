@@ -35,6 +35,9 @@ void test_redis_kill(test_redis *redis);
  * started it can (it must reap it): start a server inside the test for this. */
 void test_redis_restart(test_redis *redis);
 
+/* A loopback port nobody listens on now (the kernel picks it), e.g. for a cluster bus. */
+int test_redis_free_port(void);
+
 /* redis://127.0.0.1:PORT/0 (g_free it). */
 char *test_redis_url(const test_redis *redis);
 /* A new connection to it (redisFree it), authenticated with password if not NULL. */
