@@ -2,13 +2,21 @@
 # Installs sluice into a temporary prefix and builds examples/quickstart.c outside the
 # tree twice, with pkg-config and with find_package(sluice); both must run and pass,
 # and so must the installed sluice command.
+#   install_consumer.sh BUILD SRC                  installs BUILD with cmake --install
+#   install_consumer.sh --installed PREFIX SRC     uses what is already in PREFIX
+#                                                  (tests/debian_packages.sh: the packages' files)
 set -euo pipefail
-build=$1
-src=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake --install "$build" --prefix "$work/prefix" >/dev/null
-pcdir=$(dirname "$(find "$work/prefix" -name sluice.pc)")
+if [ "$1" = --installed ]; then
+    prefix=$(realpath "$2")
+    src=$3
+else
+    prefix=$work/prefix
+    cmake --install "$1" --prefix "$prefix" >/dev/null
+    src=$2
+fi
+pcdir=$(dirname "$(find "$prefix" -name sluice.pc)")
 libdir=$(dirname "$pcdir")
 
 # 1. pkg-config
@@ -26,8 +34,8 @@ if nm -D --defined-only "$libdir/libsluice.so" | awk '{print $3}' | grep -v '^sl
 fi
 
 # the sluice command runs from the prefix (it finds the library beside it) and has its man page
-"$work/prefix/bin/sluice" lint "$src/examples/quickstart.ini" | grep -q ": ok$"
-test -f "$work/prefix/share/man/man1/sluice.1"
+"$prefix/bin/sluice" lint "$src/examples/quickstart.ini" | grep -q ": ok$"
+test -f "$prefix/share/man/man1/sluice.1"
 
 # 2. find_package(sluice), static archive
 mkdir -p "$work/consumer"
@@ -39,7 +47,7 @@ find_package(sluice REQUIRED)
 add_executable(quickstart quickstart.c)
 target_link_libraries(quickstart PRIVATE sluice::sluice_static)
 CMAKE
-cmake -S "$work/consumer" -B "$work/consumer/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake -S "$work/consumer" -B "$work/consumer/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/consumer/build" >/dev/null
 "$work/consumer/build/quickstart" "$src/examples/quickstart.ini" >/dev/null
 echo "install_consumer: pkg-config and find_package consumers built and passed"

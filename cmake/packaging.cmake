@@ -1,0 +1,66 @@
+# Debian packages, built by `cpack -G DEB` in a build configured with
+# -DCMAKE_INSTALL_PREFIX=/usr (tests/debian_packages.sh does it):
+#   libsluice0     the shared library
+#   libsluice-dev  headers, static library, the .so link, pkg-config and CMake files
+#   sluice-tools   the sluice command and its man page
+# Their dependencies on other libraries are what dpkg-shlibdeps finds in the ELF
+# files; each package has cmake/debian/changelog as its changelog.Debian.gz.
+set(SLUICE_DEB_MAINTAINER "sluice maintainers <maintainers@users.noreply.a-seed-b88493c2.example>"
+    CACHE STRING "The Maintainer field of the Debian packages")
+
+# the changelog's newest entry must be this version
+set(SLUICE_CHANGELOG ${PROJECT_SOURCE_DIR}/cmake/debian/changelog)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${SLUICE_CHANGELOG})
+file(STRINGS ${SLUICE_CHANGELOG} SLUICE_CHANGELOG_TOP LIMIT_COUNT 1)
+if(NOT SLUICE_CHANGELOG_TOP MATCHES "^sluice \\(${PROJECT_VERSION}\\) ")
+  message(FATAL_ERROR "cmake/debian/changelog: the newest entry is '${SLUICE_CHANGELOG_TOP}'; "
+                      "expected one for version ${PROJECT_VERSION} first")
+endif()
+set(SLUICE_CHANGELOG_GZ ${PROJECT_BINARY_DIR}/debian/changelog.Debian.gz)
+file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/debian)
+file(ARCHIVE_CREATE OUTPUT ${SLUICE_CHANGELOG_GZ} PATHS ${SLUICE_CHANGELOG}
+     FORMAT raw COMPRESSION GZip)
+
+set(SLUICE_DEB_lib libsluice0)
+set(SLUICE_DEB_dev libsluice-dev)
+set(SLUICE_DEB_tools sluice-tools)
+foreach(component lib dev tools)
+  string(TOUPPER ${component} C)
+  set(CPACK_DEBIAN_${C}_PACKAGE_NAME ${SLUICE_DEB_${component}})
+  set(CPACK_DEBIAN_${C}_FILE_NAME DEB-DEFAULT)
+  # only in the packages: a plain `cmake --install` leaves it out
+  install(FILES ${SLUICE_CHANGELOG_GZ}
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${SLUICE_DEB_${component}}
+          COMPONENT ${component} EXCLUDE_FROM_ALL)
+endforeach()
+
+set(CPACK_PACKAGE_NAME sluice)
+set(CPACK_PACKAGE_VENDOR sluice)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT ${SLUICE_DEB_MAINTAINER})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "rate-limit C functions in-process or across processes through Redis")
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL lib dev tools)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# sluice-tools links libsluice.so.0 of this build: dpkg-shlibdeps finds it here, and
+# the Depends on libsluice0 comes from the component's DEPENDS below
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR})
+set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
+set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_LIB_PACKAGE_GENERATE_SHLIBS ON) # a shlibs file for packages built on it
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+# what the headers, sluice.pc and sluiceConfig.cmake ask a consumer's build for
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libglib2.0-dev (>= 2.74), libhiredis-dev (>= 0.14), pkg-config")
+set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION utils)
+
+include(CPack)
+cpack_add_component(lib DISPLAY_NAME "libsluice0"
+  DESCRIPTION "sluice limits how often C functions may run, in one process or across every process that shares a Redis. This package has the shared library.")
+cpack_add_component(dev DISPLAY_NAME "libsluice-dev" DEPENDS lib
+  DESCRIPTION "sluice limits how often C functions may run, in one process or across every process that shares a Redis. This package has the headers, the static library, and the pkg-config and CMake files to build programs with it.")
+cpack_add_component(tools DISPLAY_NAME "sluice-tools" DEPENDS lib
+  DESCRIPTION "The sluice command lints a keyfile of sluice limits, tries, shows and resets limits, and replays traffic traces against a keyfile (as text or as an SVG picture).")

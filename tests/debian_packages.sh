@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds the Debian packages (cmake/packaging.cmake) with `cpack -G DEB` in a build of
+# the library and the command configured for /usr, checks what each holds and needs,
+# extracts them with dpkg-deb -x (nothing is installed on the machine), and builds and
+# runs consumers against the extracted libsluice-dev and libsluice0 files
+# (tests/install_consumer.sh --installed), and the extracted sluice command.
+#   debian_packages.sh BUILD SRC     (the packaging build is BUILD/debian-packages)
+set -euo pipefail
+build=$1
+src=$2
+pkg=$build/debian-packages
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() {
+    echo "debian_packages: $*" >&2
+    exit 1
+}
+
+cmake -S "$src" -B "$pkg" -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSLUICE_SANITIZE= -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_EXAMPLES=OFF \
+    -DSLUICE_BUILD_BENCH=OFF >/dev/null
+cmake --build "$pkg" -j2 >/dev/null
+rm -f "$pkg"/*.deb
+(cd "$pkg" && cpack -G DEB >/dev/null)
+
+version=$(sed -n 's/^project(sluice VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+arch=$(dpkg --print-architecture)
+triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+for p in libsluice0 libsluice-dev sluice-tools; do
+    deb=$pkg/${p}_${version}_$arch.deb
+    [ -f "$deb" ] || fail "no $deb; cpack made: $(ls "$pkg"/*.deb)"
+    [ "$(dpkg-deb -f "$deb" Package)" = "$p" ] || fail "$deb is not $p"
+    dpkg-deb -x "$deb" "$work/root"
+    # each package's changelog, its newest entry this version
+    changelog=$work/root/usr/share/doc/$p/changelog.Debian.gz
+    [ "$(zcat "$changelog" | dpkg-parsechangelog -l- -S Version)" = "$version" ] ||
+        fail "$p: its changelog's newest version is not $version"
+done
+[ "$(ls "$pkg"/*.deb | wc -l)" -eq 3 ] || fail "more packages than three: $(ls "$pkg"/*.deb)"
+
+depends() { # PACKAGE: its Depends, one per line, without versions
+    dpkg-deb -f "$pkg/${1}_${version}_$arch.deb" Depends | tr ',' '\n' | sed 's/(.*//; s/ //g'
+}
+has() { # PACKAGE DEPENDENCY...
+    local p=$1
+    shift
+    for d in "$@"; do
+        depends "$p" | grep -qx "$d" || fail "$p does not depend on $d: $(depends "$p" | xargs)"
+    done
+}
+# the library's, as dpkg-shlibdeps found them in libsluice.so.0
+has libsluice0 libc6 libglib2.0-0 libhiredis0.14
+has libsluice-dev libsluice0 libglib2.0-dev libhiredis-dev pkg-config
+has sluice-tools libsluice0 libglib2.0-0
+dpkg-deb -f "$pkg/sluice-tools_${version}_$arch.deb" Depends | grep -q "libsluice0 (= $version)" ||
+    fail "sluice-tools does not depend on this very libsluice0"
+
+# what goes where: the runtime package holds the library and its documents only
+contents() { dpkg-deb -c "$pkg/${1}_${version}_$arch.deb" | awk '{ print $6 }' | grep -v '/$'; }
+if contents libsluice0 | grep -v "^./usr/lib/$triplet/libsluice\.so\.0" | grep -v "^./usr/share/doc/libsluice0/"; then
+    fail "libsluice0 holds more than the shared library (above)"
+fi
+contents libsluice-dev | grep -qx "./usr/include/sluice/sluice.h" || fail "no headers in libsluice-dev"
+contents libsluice-dev | grep -qx "./usr/lib/$triplet/libsluice.a" || fail "no static library"
+contents libsluice-dev | grep -qx "./usr/lib/$triplet/pkgconfig/sluice.pc" || fail "no sluice.pc"
+contents libsluice-dev | grep -qx "./usr/lib/$triplet/cmake/sluice/sluiceConfig.cmake" ||
+    fail "no sluiceConfig.cmake"
+contents sluice-tools | grep -qx "./usr/bin/sluice" || fail "no sluice command"
+contents sluice-tools | grep -q "^./usr/share/man/man1/sluice\.1" || fail "no man page"
+
+# the extracted files: consumers build and run against them, and so does the command
+"$src/tests/install_consumer.sh" --installed "$work/root/usr" "$src" >/dev/null
+out=$(LD_LIBRARY_PATH=$work/root/usr/lib/$triplet "$work/root/usr/bin/sluice" --version)
+[ "$out" = "sluice $version" ] || fail "sluice --version said '$out'"
+echo "debian_packages: libsluice0, libsluice-dev and sluice-tools $version built, extracted and used"
