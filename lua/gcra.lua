@@ -1,19 +1,22 @@
--- sluice gcra: the generic cell rate algorithm with redis-cell's CL.THROTTLE semantics, to the microsecond (mirrors src/algorithm.c).
+-- sluice gcra: the generic cell rate algorithm with redis-cell's CL.THROTTLE semantics, the emission interval exact (mirrors src/algorithm.c).
 --
--- EVALSHA sha 2 state_key seq_key op limit window_us burst interval_us permits reserve_us now_us
+-- EVALSHA sha 2 state_key seq_key op limit window_us burst anchor permits reserve_us now_us
 --   op: "acquire" | "release" (release does nothing here and answers as a peek)
 --   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
 -- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs.
--- State (string, PX = ceil(reset/1000) + 1 ms): the theoretical arrival time.
--- Emission interval T = interval_us, delay variation tolerance = burst * T.
--- seq_key is unused.
+-- State (string, PX = ceil(reset/1000) + 1 ms): the theoretical arrival time as a
+-- span (µs and 1/d-ths of a µs) and d (= limit when written), packed (pack_state
+-- 'B<d<d<d'); a state of the previous layout (the time in decimal µs) is read as such.
+-- Emission interval T = window / limit, delay variation tolerance = burst * T.
+-- anchor, reserve_us and seq_key are unused.
 
--- idiv, px, now_us, sizing, zadd_range, pack_state and unpack_state come from
--- prelude.lua, prepended at build time
+-- idiv, px, now_us, sizing, zadd_range, pack_state, unpack_state and the span
+-- helpers come from prelude.lua, prepended at build time
 
 local key = KEYS[1]
+local l = tonumber(ARGV[2])
+local w = tonumber(ARGV[3])
 local burst = tonumber(ARGV[4])
-local t = tonumber(ARGV[5])
 local permits = tonumber(ARGV[6])
 if ARGV[1] == 'release' then permits = 0 end
 local now = now_us()
@@ -21,25 +24,33 @@ local now = now_us()
 local capacity = burst
 local need, consume = sizing(permits, capacity)
 
-local dvt = burst * t
-local tat = now
+local tq = idiv(w, l)
+local tr = w - tq * l
+local dvq, dvr = times_t(l, tq, tr, burst)
+-- times relative to now: ttl = tat - now (at least 0), new_ttl = ttl + need * T
+local ttq, ttr = 0, 0
 local stored = redis.call('GET', key)
 if stored then
-  local s = tonumber(stored)
-  if s > now then tat = s end
+  local aq, ar, d
+  if string.find(stored, '^%d+$') then
+    aq, ar, d = tonumber(stored), 0, l
+  else
+    aq, ar, d = unpack_state('B<d<d<d', stored)
+  end
+  aq, ar = stored_time(l, aq, ar, d)
+  if not span_le(aq, ar, now, 0) then ttq, ttr = span_sub(l, aq, ar, now, 0) end
 end
--- times relative to now: new_tat - now, allow_at - now
-local ttl = tat - now
-local new_ttl = ttl + need * t
-local allow_in = new_ttl - dvt
+local nq, nr = span_add(l, ttq, ttr, times_t(l, tq, tr, need))
 
-local allowed = allow_in <= 0
+local allowed = span_le(nq, nr, dvq, dvr) -- now >= allow_at = new_tat - DVT
 if allowed and consume then
-  ttl = new_ttl -- > 0
-  redis.call('SET', key, string.format('%d', now + new_ttl), 'PX', px(ttl))
+  ttq, ttr = nq, nr -- > 0
+  redis.call('SET', key, pack_state('B<d<d<d', now + nq, nr, l), 'PX', px(span_ceil(nq, nr)))
 end
-local next = dvt - ttl
-local remaining = next > 0 and idiv(next, t) or 0
-local retry = allowed and -1 or allow_in
+local remaining = 0
+if not span_le(dvq, dvr, ttq, ttr) then
+  remaining = per_t(l, w, span_sub(l, dvq, dvr, ttq, ttr))
+end
+local retry = allowed and -1 or span_ceil(span_sub(l, nq, nr, dvq, dvr))
 if permits > capacity then allowed, retry = false, -1 end
-return {allowed and 1 or 0, capacity, remaining, retry, ttl, 0, 0}
+return {allowed and 1 or 0, capacity, remaining, retry, span_ceil(ttq, ttr), 0, 0}

@@ -73,3 +73,84 @@ local function zadd_range(key, score, first, top)
     redis.call('ZADD', key, unpack(args))
   end
 end
+
+-- Exact rates, for token_bucket and gcra (src/algorithm.c computes the same): the
+-- emission interval T = W / L is exact, a time or duration is a span (q, r): q
+-- whole µs plus r/L µs, 0 <= r < L. Every number stays below 2^53; a product that
+-- may not is split.
+local TWO53 = 9007199254740992
+-- the longest a token_bucket caller may reserve ahead: 18250 days (algorithm.h)
+local MAX_RESERVE_US = 18250 * 86400 * 1000000
+
+-- floor(a * b / d) and a * b mod d, for 0 <= a, b < 2^53 and 0 < d < 2^52 whose
+-- quotient is below 2^53.
+local function muldivmod(a, b, d)
+  local p = a * b
+  if p < TWO53 then -- exact: p / d is off by at most one
+    local q = math.floor(p / d)
+    local r = p - q * d
+    if r < 0 then return q - 1, r + d elseif r >= d then return q + 1, r - d end
+    return q, r
+  end
+  local qa = math.floor(a / d)
+  local ra = a - qa * d
+  if ra < 0 then qa, ra = qa - 1, ra + d elseif ra >= d then qa, ra = qa + 1, ra - d end
+  -- a * b = qa * b * d + ra * b; ra * b by doubling over the bits of b, reducing mod d
+  local q, r, rest, bit = 0, 0, b, 1
+  while bit * 2 <= rest do bit = bit * 2 end
+  while bit >= 1 do
+    q, r = q * 2, r * 2
+    if r >= d then q, r = q + 1, r - d end
+    if rest >= bit then
+      rest = rest - bit
+      r = r + ra
+      if r >= d then q, r = q + 1, r - d end
+    end
+    bit = bit / 2
+  end
+  return qa * b + q, r
+end
+
+local function span_add(l, aq, ar, bq, br)
+  local r = ar + br
+  if r >= l then return aq + bq + 1, r - l end
+  return aq + bq, r
+end
+
+local function span_sub(l, aq, ar, bq, br)
+  local r = ar - br
+  if r < 0 then return aq - bq - 1, r + l end
+  return aq - bq, r
+end
+
+local function span_le(aq, ar, bq, br)
+  return aq < bq or (aq == bq and ar <= br)
+end
+
+-- the span rounded up to whole µs
+local function span_ceil(q, r)
+  if r > 0 then return q + 1 end
+  return q
+end
+
+-- k * T for k >= 0, T = tq + tr / l
+local function times_t(l, tq, tr, k)
+  local q, r = muldivmod(k, tr, l)
+  return k * tq + q, r
+end
+
+-- floor(x / T) = floor((xq * l + xr) / w) for x >= 0 (the caller bounds it)
+local function per_t(l, w, xq, xr)
+  local q, rest = muldivmod(xq, l, w)
+  return q + idiv(rest + xr, w)
+end
+
+-- a time stored as (q, r) in 1/d-ths of a µs, in 1/l-ths: when the limit changed
+-- since (a reload), rounded up to the next whole µs, never earlier
+local function stored_time(l, q, r, d)
+  if d ~= l then
+    if r > 0 then return q + 1, 0 end
+    return q, 0
+  end
+  return q, r
+end

@@ -2,8 +2,9 @@
  *
  * Every algorithm first works out what the state is now, decides without touching
  * the state, and stores only an admission (denied calls and peeks consume nothing).
- * Times are microseconds; all arithmetic stays under 2^53 for the limits config.c
- * accepts, so lua/ can compute the same numbers in doubles. */
+ * Times are microseconds; token_bucket and gcra keep W / L exact in fractions of a
+ * microsecond. The numbers stay under 2^53 for the rules config.c accepts (products
+ * that may not are split), so lua/ computes the same numbers in doubles. */
 #include "algorithm.h"
 
 #include <string.h>
@@ -180,62 +181,170 @@ static void sliding_window(const call *c, sluice__verdict *v)
     v->retry_after_us = start + w + e_next * 1000 - c->now;
 }
 
+/* ---- exact rates: token_bucket and gcra ----------------------------------------
+ * The emission interval T = W / L is kept exact: a time or duration is a span, q
+ * whole µs plus r/L µs (0 <= r < L, q rounded toward minus infinity). The answers
+ * in µs are rounded up (docs/algorithms.md). lua/prelude.lua computes the same. */
+
+typedef struct {
+    gint64 q, r;
+} span;
+
+typedef struct {
+    gint64 l, w;   /* L and W (µs)          */
+    gint64 tq, tr; /* T = tq + tr / L µs    */
+} rate;
+
+static rate rate_of(const sluice__rule *rule)
+{
+    return (rate){rule->limit, rule->window_us, rule->window_us / rule->limit,
+                  rule->window_us % rule->limit};
+}
+
+/* floor(a * b / d) and a * b mod d, for a, b >= 0 and d > 0; the quotient fits. */
+static gint64 muldivmod(gint64 a, gint64 b, gint64 d, gint64 *rest)
+{
+    gint64 p;
+    if (!__builtin_mul_overflow(a, b, &p)) {
+        *rest = p % d;
+        return p / d;
+    }
+    unsigned __int128 wide = (unsigned __int128)a * (unsigned __int128)b;
+    *rest = (gint64)(wide % (unsigned __int128)d);
+    return (gint64)(wide / (unsigned __int128)d);
+}
+
+static span span_add(const rate *t, span a, span b)
+{
+    span s = {a.q + b.q, a.r + b.r};
+    if (s.r >= t->l) {
+        s.q++;
+        s.r -= t->l;
+    }
+    return s;
+}
+
+static span span_sub(const rate *t, span a, span b)
+{
+    span s = {a.q - b.q, a.r - b.r};
+    if (s.r < 0) {
+        s.q--;
+        s.r += t->l;
+    }
+    return s;
+}
+
+static gboolean span_le(span a, span b)
+{
+    return a.q < b.q || (a.q == b.q && a.r <= b.r);
+}
+
+/* The span rounded up to whole µs. */
+static gint64 span_ceil(span a)
+{
+    return a.r > 0 ? a.q + 1 : a.q;
+}
+
+/* k * T, for k >= 0. */
+static span times_t(const rate *t, gint64 k)
+{
+    gint64 r, q = muldivmod(k, t->tr, t->l, &r);
+    return (span){k * t->tq + q, r};
+}
+
+/* floor(x / T) = floor((x.q * L + x.r) / W), for x >= 0 (the caller bounds it). */
+static gint64 per_t(const rate *t, span x)
+{
+    gint64 rest, q = muldivmod(x.q, t->l, t->w, &rest);
+    return q + (rest + x.r) / t->w;
+}
+
+/* The time a state stored as (q, r) in 1/d-ths of a µs, in 1/L-ths: when the limit
+ * changed since (a reload), rounded up to the next whole µs: never earlier. */
+static span stored_time(const rate *t, gint64 q, gint64 r, gint64 d)
+{
+    if (d != t->l && r > 0)
+        return (span){q + 1, 0};
+    return (span){q, d != t->l ? 0 : r};
+}
+
 static void token_bucket(const call *c, sluice__verdict *v)
 {
     sluice__state *s = c->s;
-    gint64 burst = c->rule->burst, t = c->rule->interval_us;
-    gint64 tokens = burst, last = c->now;
+    rate t = rate_of(c->rule);
+    gint64 burst = c->rule->burst, tokens = burst;
+    span now = {c->now, 0}, last = now;
 
     if (s->started) {
         tokens = s->a;
-        last = s->b;
-        if (tokens < burst && c->now > last) {
-            gint64 gained = (c->now - last) / t;
-            tokens += gained;
-            last += gained * t;
+        last = stored_time(&t, s->b, s->c, s->d);
+        if (tokens < burst && !span_le(now, last)) {
+            span elapsed = span_sub(&t, now, last);
+            if (span_le(times_t(&t, burst - tokens), elapsed)) {
+                tokens = burst;
+            } else {
+                gint64 gained = per_t(&t, elapsed);
+                tokens += gained;
+                last = span_add(&t, last, times_t(&t, gained));
+            }
         }
         if (tokens >= burst) {
             tokens = burst;
-            last = c->now;
+            last = now;
         }
     }
-    gint64 due = last + (c->need - tokens) * t;
+    /* when the need - tokens missing tokens are due, from now */
+    span due_in = {0, 0};
+    if (tokens < c->need)
+        due_in = span_add(&t, span_sub(&t, last, now), times_t(&t, c->need - tokens));
     v->allowed = tokens >= c->need;
     v->wait_us = 0;
-    if (!v->allowed && c->consume && c->reserve_us > 0 && due - c->now <= c->reserve_us) {
+    if (!v->allowed && c->consume && c->reserve_us > 0 && span_ceil(due_in) <= c->reserve_us) {
         v->allowed = TRUE; /* a reservation: the tokens are the caller's, due later */
-        v->wait_us = due - c->now;
+        v->wait_us = span_ceil(due_in);
     }
     if (v->allowed && c->consume) {
         tokens -= c->need;
         s->a = tokens;
-        s->b = last;
+        s->b = last.q;
+        s->c = last.r;
+        s->d = t.l;
         s->started = TRUE;
     }
     v->remaining = MAX(0, tokens);
-    v->reset_after_us = tokens >= burst ? 0 : last + (burst - tokens) * t - c->now;
-    v->retry_after_us = v->allowed ? -1 : due - c->now;
+    v->reset_after_us =
+        tokens >= burst
+            ? 0
+            : span_ceil(span_add(&t, span_sub(&t, last, now), times_t(&t, burst - tokens)));
+    v->retry_after_us = v->allowed ? -1 : span_ceil(due_in);
 }
 
 static void gcra(const call *c, sluice__verdict *v)
 {
     sluice__state *s = c->s;
-    gint64 t = c->rule->interval_us, dvt = c->rule->burst * t;
-    gint64 tat = s->started ? MAX(s->a, c->now) : c->now;
-    gint64 new_tat = tat + c->need * t;
-    gint64 allow_at = new_tat - dvt;
-    gint64 ttl = tat - c->now;
+    rate t = rate_of(c->rule);
+    span now = {c->now, 0}, ttl = {0, 0}; /* ttl = tat - now, at least 0 */
+    span dvt = times_t(&t, c->rule->burst);
 
-    v->allowed = c->now >= allow_at;
-    if (v->allowed && c->consume) {
-        s->a = new_tat;
-        s->started = TRUE;
-        ttl = new_tat - c->now;
+    if (s->started) {
+        span tat = stored_time(&t, s->a, s->b, s->d);
+        if (!span_le(tat, now))
+            ttl = span_sub(&t, tat, now);
     }
-    gint64 next = dvt - ttl;
-    v->remaining = next > 0 ? next / t : 0;
-    v->reset_after_us = ttl;
-    v->retry_after_us = v->allowed ? -1 : allow_at - c->now;
+    span new_ttl = span_add(&t, ttl, times_t(&t, c->need));
+
+    v->allowed = span_le(new_ttl, dvt); /* now >= allow_at = new_tat - DVT */
+    if (v->allowed && c->consume) {
+        ttl = new_ttl;
+        span tat = span_add(&t, now, ttl);
+        s->a = tat.q;
+        s->b = tat.r;
+        s->d = t.l;
+        s->started = TRUE;
+    }
+    v->remaining = span_le(dvt, ttl) ? 0 : per_t(&t, span_sub(&t, dvt, ttl));
+    v->reset_after_us = span_ceil(ttl);
+    v->retry_after_us = v->allowed ? -1 : span_ceil(span_sub(&t, new_ttl, dvt));
 }
 
 static void concurrency(const call *c, sluice__verdict *v)
@@ -265,7 +374,7 @@ void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_u
               now_us,
               permits > 0 ? permits : 1,
               permits > 0 && permits <= capacity,
-              permits <= capacity ? reserve_us : 0};
+              permits <= capacity ? MIN(reserve_us, SLUICE__MAX_RESERVE_US) : 0};
 
     v->limit = capacity;
     v->wait_us = 0;

@@ -22,11 +22,12 @@ typedef struct {
 
 /* One key's state. A zeroed state is a fresh one. */
 typedef struct {
-    gboolean started; /* FALSE: nothing stored yet                                   */
-    gint64 a, b, c;   /* fixed_window: start, count; sliding_window: start, current,
-                       * previous; token_bucket: tokens, last refill; gcra: tat       */
-    sluice__runs log; /* sliding_log: admissions; concurrency: lease expiries         */
-    gint64 idle_at;   /* from this time on the state is back to full capacity        */
+    gboolean started;  /* FALSE: nothing stored yet                                   */
+    gint64 a, b, c, d; /* fixed_window: start, count; sliding_window: start, current,
+                        * previous; token_bucket: tokens, last refill (µs, then the
+                        * 1/d-th µs past it), d; gcra: tat (µs, 1/d-ths), -, d      */
+    sluice__runs log;  /* sliding_log: admissions; concurrency: lease expiries         */
+    gint64 idle_at;    /* from this time on the state is back to full capacity        */
 } sluice__state;
 
 /* The answer of one decision, in microseconds. */
@@ -39,6 +40,10 @@ typedef struct {
     gint64 wait_us;        /* > 0: admitted on reservation, due after this    */
     gint64 leased;         /* concurrency permits taken, to be given back     */
 } sluice__verdict;
+
+/* The longest a token_bucket caller may reserve ahead (18250 days): it keeps the
+ * state's numbers below 2^53 (docs/algorithms.md). */
+#define SLUICE__MAX_RESERVE_US (G_GINT64_CONSTANT(18250) * 86400 * 1000000)
 
 /* Decides `permits` permits (0: a peek at one) at time now_us and updates the
  * state when they are admitted. reserve_us > 0 lets a token_bucket caller that

@@ -306,17 +306,6 @@ static void read_sluice_group(reader *r, sluice__config *c)
     read_passwords(r, c, url_ok, sentinel);
 }
 
-/* The largest x with x * x <= n. */
-static gint64 isqrt(gint64 n)
-{
-    gint64 x = n, y = (n + 1) / 2; /* Newton's method, from above */
-    while (y < x) {
-        x = y;
-        y = (x + n / x) / 2;
-    }
-    return x;
-}
-
 /* burst where the algorithm has none. */
 static void check_burst(reader *r, sluice__algorithm algorithm)
 {
@@ -352,29 +341,16 @@ static void check_rule(reader *r, const sluice__rule *rule)
         report(r, "limit", v, why);
     }
     if (rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA) {
-        g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->limit);
-        g_autofree char *b = g_strdup_printf("%" G_GINT64_FORMAT, rule->burst);
-        gint64 q = rule->window_us / rule->limit, rest = rule->window_us % rule->limit;
-        if (rule->limit > rule->window_us) {
-            why = g_strdup_printf("more than one permit per microsecond over %s; at most "
-                                  "%" G_GINT64_FORMAT,
-                                  window, rule->window_us);
-            report(r, "limit", v, why);
-        } else if (rest >= q) {
-            /* the interval is whole microseconds: window / limit rounded down would
-             * let more than `limit` permits through in one window */
-            why = g_strdup_printf(
-                "%s / %s is %" G_GINT64_FORMAT ".%02" G_GINT64_FORMAT
-                " µs per permit, and %s counts whole microseconds, which would let more "
-                "than %s through in %s; expected a limit that divides %" G_GINT64_FORMAT
-                " or at most %" G_GINT64_FORMAT,
-                window, v, q, rest * 100 / rule->limit, sluice__algorithm_name(rule->algorithm), v,
-                window, rule->window_us, isqrt(rule->window_us));
-            report(r, "limit", v, why);
-        } else if (rule->burst > SLUICE__MAX_DURATION_US / rule->interval_us) {
-            why = g_strdup_printf("too large: refilling it would take more than 36500d; "
-                                  "at most %" G_GINT64_FORMAT,
-                                  SLUICE__MAX_DURATION_US / rule->interval_us);
+        /* any rate is exact (docs/algorithms.md); a full refill, burst × window /
+         * limit, must fit in the longest duration */
+        unsigned __int128 most = (unsigned __int128)SLUICE__MAX_DURATION_US *
+                                 (unsigned __int128)rule->limit /
+                                 (unsigned __int128)rule->window_us;
+        if ((unsigned __int128)rule->burst > most) {
+            g_autofree char *b = g_strdup_printf("%" G_GINT64_FORMAT, rule->burst);
+            why = g_strdup_printf("too large: refilling it would take more than 36500d; at "
+                                  "most %" G_GINT64_FORMAT,
+                                  (gint64)most);
             report(r, "burst", b, why);
         }
     }
@@ -424,10 +400,8 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     read_bool(r, "per_key", &rule->per_key);
 
     check_burst(r, rule->algorithm);
-    if (r->problems->len == before && rule->window_us > 0 && rule->limit > 0) {
-        rule->interval_us = rule->window_us / rule->limit;
+    if (r->problems->len == before && rule->window_us > 0 && rule->limit > 0)
         check_rule(r, rule);
-    }
     if (r->problems->len != before) {
         g_free(rule);
         return;

@@ -30,7 +30,6 @@ typedef struct {
     gint64 burst;       /* token_bucket, gcra: capacity                         */
     gint64 window_us;   /* window; concurrency: lease lifetime                  */
     gint64 wait_us;     /* how long a decorated call may wait                   */
-    gint64 interval_us; /* token_bucket, gcra: window / limit, rounded down     */
 } sluice__rule;
 
 /* Most permits that can ever pass at once: burst for token_bucket and gcra. */

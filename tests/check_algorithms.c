@@ -684,7 +684,7 @@ static const char *gcra = "[limit:gcra]\n"
                           "limit = 30\n"
                           "window = 60s\n"
                           "burst = 16\n"
-                          "[limit:thirds]\n" /* T = floor(10 000 000 / 3) = 3 333 333 */
+                          "[limit:thirds]\n" /* T = 10 000 000 / 3 = 3 333 333 1/3 */
                           "algorithm = gcra\n"
                           "limit = 3\n"
                           "window = 10s\n";
@@ -784,19 +784,21 @@ START_TEST(gcra_more_permits_than_the_burst_never_pass)
 }
 END_TEST
 
-START_TEST(gcra_emission_interval_is_the_window_over_the_limit_rounded_down)
+START_TEST(gcra_emission_interval_is_the_window_over_the_limit_exactly)
 {
     fixture_clock_start(S);
     fixture_init(gcra);
-    /* T = 3 333 333, B = L = 3, DVT = 9 999 999: ttl 3 333 333 µs, remaining =
-     * floor(6 666 666 / T) = 2 */
+    /* T = 3 333 333 1/3, B = L = 3, DVT = 10 000 000: ttl 3 333 333 1/3 µs,
+     * remaining = floor(6 666 666 2/3 / T) = 2 */
     ck_acquire("thirds", "alice", 1, TRUE, 3, 2, -1, 3334);
-    ck_acquire("thirds", "alice", 2, TRUE, 3, 0, -1, 10000); /* ttl 9 999 999 µs */
-    /* allow_at = 13 333 332 - 9 999 999 = 3 333 333 */
+    ck_acquire("thirds", "alice", 2, TRUE, 3, 0, -1, 10000); /* ttl 10 000 000 µs */
+    /* allow_at = 13 333 333 1/3 - 10 000 000 = 3 333 333 1/3 */
     ck_acquire("thirds", "alice", 1, FALSE, 3, 0, 3334, 10000);
-    at(3333333 - 1); /* retry 1 µs, ttl 6 666 667 µs */
+    at(3333333 - 1); /* retry 1 1/3 µs, ttl 6 666 668 µs */
     ck_acquire("thirds", "alice", 1, FALSE, 3, 0, 1, 6667);
-    at(3333333); /* ttl = 13 333 332 - 3 333 333 = 9 999 999 µs */
+    at(3333333); /* 1/3 µs early: retry 1/3 µs, ttl 6 666 667 µs */
+    ck_acquire("thirds", "alice", 1, FALSE, 3, 0, 1, 6667);
+    at(3333334); /* ttl = 13 333 333 1/3 - 3 333 334 = 9 999 999 1/3 µs */
     ck_acquire("thirds", "alice", 1, TRUE, 3, 0, -1, 10000);
     sluice_shutdown();
 }
@@ -1098,7 +1100,7 @@ int main(void)
     tcase_add_test(gc, gcra_multi_permit_call_advances_the_arrival_time_by_each_permit);
     tcase_add_test(gc, gcra_peek_consumes_nothing_and_says_whether_one_would_pass);
     tcase_add_test(gc, gcra_more_permits_than_the_burst_never_pass);
-    tcase_add_test(gc, gcra_emission_interval_is_the_window_over_the_limit_rounded_down);
+    tcase_add_test(gc, gcra_emission_interval_is_the_window_over_the_limit_exactly);
     tcase_add_test(gc, gcra_per_key_true_splits_the_limit_and_false_shares_it);
     tcase_add_checked_fixture(gc, NULL, teardown);
     suite_add_tcase(s, gc);

@@ -9,9 +9,9 @@
 
 #define SLUICE__REDIS_SCRIPT_ARGC 13
 
-/* `EVALSHA sha 2 KEY SEQKEY op limit window_us burst interval_us permits
- * reserve_us now_us` (now_us empty: Redis TIME decides; set only under the test
- * clock). argv points into the struct itself, so it must not be moved or copied. */
+/* `EVALSHA sha 2 KEY SEQKEY op limit window_us burst anchor permits reserve_us
+ * now_us` (anchor: 0, reserved for fixed_window's; now_us empty: Redis TIME decides;
+ * set only under the test clock). argv points into the struct itself, so it must not be moved or copied. */
 typedef struct {
     char numbers[7][24];
     const char *argv[SLUICE__REDIS_SCRIPT_ARGC];
