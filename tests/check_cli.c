@@ -525,8 +525,10 @@ START_TEST(replay_refuses_a_bad_line_naming_its_number)
                      "4000000000000"},
         {"1s api\n", "1: T_MS 1s: expected milliseconds from the trace's start, 0 to "
                      "4000000000000"},
-        {"0 api k 0\n", "1: PERMITS 0: expected a whole number, 1 to 1125899906842624"},
-        {"0 api k x\n", "1: PERMITS x: expected a whole number, 1 to 1125899906842624"},
+        {"0 api k -1\n", "1: PERMITS -1: expected a whole number, 0 (a peek) to "
+                         "1125899906842624"},
+        {"0 api k x\n", "1: PERMITS x: expected a whole number, 0 (a peek) to "
+                        "1125899906842624"},
         {"0 api \xff\n", "1: key is not valid UTF-8"},
     };
     for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -554,6 +556,30 @@ START_TEST(replay_refuses_a_bad_line_naming_its_number)
 }
 END_TEST
 
+/* PERMITS 0 is a peek, as in the API: it takes nothing and never waits. */
+START_TEST(replay_reads_permits_0_as_a_peek)
+{
+    g_autofree char *path = keyfile(replay_rules);
+    g_autofree char *trace_path = fixture_write_keyfile("0 api alice 0\n"
+                                                        "0 api alice 2\n"
+                                                        "10 api alice 0\n"
+                                                        "10 upload u 2\n"
+                                                        "20 upload u 0\n");
+    g_autoptr(result) r = sluice("replay", "-c", path, trace_path, NULL);
+    ck_run(r, 0,
+           "0 api alice 0 allowed=1 limit=2 remaining=2 retry_after_ms=-1 reset_after_ms=0\n"
+           "0 api alice 2 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1000\n"
+           "10 api alice 0 allowed=0 limit=2 remaining=0 retry_after_ms=990 reset_after_ms=990\n"
+           "10 upload u 2 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1000 "
+           "waited_ms=0\n"
+           "20 upload u 0 allowed=0 limit=2 remaining=0 retry_after_ms=490 reset_after_ms=990 "
+           "waited_ms=0\n"
+           "summary api calls=3 admitted=2 denied=1 permits_admitted=2 permits_denied=0\n"
+           "summary upload calls=2 admitted=1 denied=1 permits_admitted=2 permits_denied=0\n",
+           "");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -574,6 +600,7 @@ int main(void)
     if (fixture_on_redis())
         tcase_add_test(tc, replay_leaves_no_key_behind_and_never_touches_the_live_limits);
     tcase_add_test(tc, replay_refuses_a_bad_line_naming_its_number);
+    tcase_add_test(tc, replay_reads_permits_0_as_a_peek);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }

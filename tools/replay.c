@@ -239,18 +239,20 @@ static gboolean parse_line(replay *r, char *text, guint64 line, gint64 previous_
                         "; expected times that never decrease",
                         fields[0], previous_ms);
     guint64 permits = 1;
-    if (n == 4 && !g_ascii_string_to_unsigned(fields[3], 10, 1, MAX_PERMITS, &permits, NULL))
+    if (n == 4 && !g_ascii_string_to_unsigned(fields[3], 10, 0, MAX_PERMITS, &permits, NULL))
         return bad_line(error, r, line,
-                        "PERMITS %s: expected a whole number, 1 to %" G_GINT64_FORMAT, fields[3],
-                        MAX_PERMITS);
+                        "PERMITS %s: expected a whole number, 0 (a peek) to %" G_GINT64_FORMAT,
+                        fields[3], MAX_PERMITS);
     call *c = g_new0(call, 1);
     c->line = line;
     c->t_ms = (gint64)t;
     c->limit = limit_of(r, fields[1]);
     c->key = n >= 3 && strcmp(fields[2], "-") != 0 ? g_strdup(fields[2]) : NULL;
     c->permits = (gint64)permits;
+    /* a peek (PERMITS 0) is answered at once: it never waits */
     c->deadline_ms =
-        c->t_ms + (c->limit->reserves || c->limit->retries ? c->limit->rule.wait_ms : 0);
+        c->t_ms +
+        (c->permits > 0 && (c->limit->reserves || c->limit->retries) ? c->limit->rule.wait_ms : 0);
     *out = c;
     return TRUE;
 }
@@ -371,7 +373,8 @@ static const cli_spec spec = {
     "keyfile's rules and backend.",
     "Each input line is T_MS NAME [KEY [PERMITS]]: milliseconds from the trace's\n"
     "start (never decreasing), the limit, the key (- for none) and the permits\n"
-    "(default 1). Blank lines and # comments are ignored. Each call is printed,\n"
+    "(default 1; 0 is a peek, answered at once). Blank lines and # comments are ignored. Each call "
+    "is printed,\n"
     "in trace order, as\n"
     "  T_MS NAME KEY PERMITS allowed=A limit=L remaining=R retry_after_ms=X reset_after_ms=Y\n"
     "with waited_ms=W added for rules with a wait, then one line per name:\n"
