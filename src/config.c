@@ -21,9 +21,8 @@
 #define DEFAULT_LEASE_US   (G_GINT64_CONSTANT(60) * 1000000)
 
 static const char *const sluice_keys[] = {
-    "backend",    "redis",   "password_file", "sentinel_password_file",
-    "key_prefix", "timeout", "on_error",      "reload",
-    NULL};
+    "backend", "redis",    "password_file", "sentinel_password_file", "key_prefix",
+    "timeout", "on_error", "reload",        "denial_cache",           NULL};
 static const char *const limit_keys[] = {"algorithm", "limit", "window",  "burst",
                                          "wait",      "mode",  "per_key", NULL};
 static const char *const algorithm_names[] = {
@@ -276,6 +275,7 @@ static void read_sluice_group(reader *r, sluice__config *c)
     read_choice(r, "on_error", on_error_names, &on_error);
     read_duration(r, "timeout", 1000, &c->timeout_us);
     read_bool(r, "reload", &c->reload);
+    read_bool(r, "denial_cache", &c->denial_cache);
     c->backend = backend;
     c->on_error = on_error;
 
@@ -418,6 +418,7 @@ sluice__config *sluice__config_new_default(void)
     c->timeout_us = DEFAULT_TIMEOUT_US;
     c->on_error = SLUICE__ON_ERROR_ALLOW;
     c->reload = TRUE;
+    c->denial_cache = TRUE;
     c->rules = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     return c;
 }

@@ -24,6 +24,7 @@ typedef struct {
     gint64 timeout_us;            /* [sluice] timeout                              */
     sluice__on_error on_error;    /* [sluice] on_error                             */
     gboolean reload;              /* [sluice] reload                               */
+    gboolean denial_cache;        /* [sluice] denial_cache                         */
     GHashTable *rules;            /* limit name -> sluice__rule *                  */
 } sluice__config;
 

@@ -30,6 +30,12 @@ static inline void sluice__stats_degraded(sluice_stats *stats)
     __atomic_fetch_add(&stats->degraded, 1, __ATOMIC_RELAXED);
 }
 
+/* Counts a denial the denial cache answered. */
+static inline void sluice__stats_cached_denied(sluice_stats *stats)
+{
+    __atomic_fetch_add(&stats->cached_denied, 1, __ATOMIC_RELAXED);
+}
+
 /* Copies stats field by field with atomic loads (while others keep counting). */
 void sluice__stats_read(const sluice_stats *stats, sluice_stats *out);
 

@@ -8,6 +8,7 @@
 #include <sluice/error.h>
 
 #include "clock.h"
+#include "denial_cache.h"
 #include "counters.h"
 
 static sluice__backend *backend; /* atomic */
@@ -18,13 +19,24 @@ static GCond wake;
 static guint64 releases; /* under wake_lock: counts give-backs, so none is missed */
 static sluice__engine_release_func release_hook; /* under wake_lock */
 
-static gint failures_to_inject; /* atomic; sluice__engine_inject_failures */
-static char *failure_message;   /* under wake_lock */
+static gint denial_cache_on = TRUE; /* atomic: [sluice] denial_cache */
+static gint failures_to_inject;     /* atomic; sluice__engine_inject_failures */
+static char *failure_message;       /* under wake_lock */
 
-void sluice__engine_set_backends(sluice__backend *b, sluice__backend *l)
+void sluice__engine_set_backends(sluice__backend *b, sluice__backend *l, gboolean denial_cache)
 {
     g_atomic_pointer_set(&backend, b);
     g_atomic_pointer_set(&local, l);
+    g_atomic_int_set(&denial_cache_on, denial_cache);
+}
+
+/* TRUE when the verdicts of b for rule may be kept by the denial cache: a remote
+ * backend (one that is not in process), not concurrency (a release frees permits
+ * early), not a token_bucket reservation, and the cache on. */
+static gboolean cacheable(sluice__backend *b, const sluice__rule *rule, gint64 reserve_us)
+{
+    return b != g_atomic_pointer_get(&local) && rule->algorithm != SLUICE__CONCURRENCY &&
+           reserve_us == 0 && g_atomic_int_get(&denial_cache_on);
 }
 
 void sluice__engine_inject_failures(guint count, const char *message)
@@ -78,17 +90,32 @@ static void fall_back(sluice__limiter *limiter, const sluice__rule *rule, const 
     }
 }
 
-/* Asks the backend; on failure applies on_error. Returns FALSE with *error when
- * the backend failed (then *v holds the policy's verdict). */
+/* Asks the denial cache, then the backend; on failure applies on_error. Returns
+ * FALSE with *error when the backend failed (then *v holds the policy's verdict).
+ * *cached: the denial cache answered. */
 static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
-                    gint64 permits, gint64 reserve_us, sluice__verdict *v, GError **error)
+                    gint64 permits, gint64 reserve_us, sluice__verdict *v, gboolean *cached,
+                    GError **error)
 {
     sluice__backend *b = g_atomic_pointer_get(&backend);
     GError *failure = NULL;
-
+    gboolean keep = cacheable(b, rule, reserve_us);
+    gint64 sent = 0;
+    if (keep) {
+        sent = sluice__clock_now(); /* before the command goes: see denial_cache_store */
+        if (sluice__denial_cache_lookup(g_atomic_pointer_get(&limiter->denials), b, rule, key,
+                                        permits, sent, v)) {
+            *cached = TRUE;
+            return TRUE;
+        }
+    }
     if (G_LIKELY(!injected_failure(&failure)) &&
-        b->funcs->decide(b, limiter, rule, key, permits, reserve_us, v, &failure))
+        b->funcs->decide(b, limiter, rule, key, permits, reserve_us, v, &failure)) {
+        if (keep && !v->allowed)
+            sluice__denial_cache_store(sluice__denial_cache_of(&limiter->denials), b, rule, key,
+                                       permits, sent, v);
         return TRUE;
+    }
     fall_back(limiter, rule, key, permits, reserve_us, v);
     g_propagate_error(error, failure);
     return FALSE;
@@ -100,6 +127,9 @@ typedef struct {
     const sluice__rule *rule;
     char *key;
     gint64 permits, reserve_us;
+    gboolean keep; /* a denial goes to the denial cache */
+    sluice__backend *backend;
+    gint64 sent; /* when the command was sent */
     sluice__decided_func done;
     gpointer data;
 } asking;
@@ -112,6 +142,9 @@ static void asked(const sluice__verdict *v, GError *failure, gpointer p)
         fall_back(a->limiter, a->rule, a->key, a->permits, a->reserve_us, &verdict);
     else
         verdict = *v;
+    if (!failure && a->keep && !v->allowed)
+        sluice__denial_cache_store(sluice__denial_cache_of(&a->limiter->denials), a->backend,
+                                   a->rule, a->key, a->permits, a->sent, v);
     a->done(&verdict, failure, a->data);
     g_free(a->key);
     g_free(a);
@@ -122,8 +155,17 @@ void sluice__engine_ask_async(sluice__limiter *limiter, const sluice__rule *rule
                               sluice__decided_func done, gpointer data)
 {
     sluice__backend *b = g_atomic_pointer_get(&backend);
+    gboolean keep = cacheable(b, rule, reserve_us);
+    gint64 sent = keep ? sluice__clock_now() : 0;
+    sluice__verdict cached;
+    if (keep && sluice__denial_cache_lookup(g_atomic_pointer_get(&limiter->denials), b, rule, key,
+                                            permits, sent, &cached)) {
+        sluice__stats_cached_denied(&limiter->stats);
+        done(&cached, NULL, data);
+        return;
+    }
     asking *a = g_new(asking, 1);
-    *a = (asking){limiter, rule, g_strdup(key), permits, reserve_us, done, data};
+    *a = (asking){limiter, rule, g_strdup(key), permits, reserve_us, keep, b, sent, done, data};
     GError *failure = NULL;
     if (injected_failure(&failure)) {
         asked(NULL, failure, a);
@@ -195,7 +237,7 @@ gint64 sluice__engine_reserve_us(const sluice__rule *rule, gint64 wait_us, gint6
  * the permits are due and asks again. *waited: it slept at least once. */
 static sluice__outcome decide(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
                               gint64 permits, gint64 wait_us, sluice_decision *out, gint64 *taken,
-                              gboolean *waited, GError **error)
+                              gboolean *waited, gboolean *cached, GError **error)
 {
     sluice__verdict v;
     gint64 deadline = wait_us > 0 ? sluice__clock_now() + wait_us : 0;
@@ -203,7 +245,7 @@ static sluice__outcome decide(sluice__limiter *limiter, const sluice__rule *rule
         guint64 seen =
             rule->algorithm == SLUICE__CONCURRENCY && wait_us > 0 ? sluice__engine_releases() : 0;
         gint64 reserve_us = sluice__engine_reserve_us(rule, wait_us, deadline, sluice__clock_now);
-        if (!ask(limiter, rule, key, permits, reserve_us, &v, error)) {
+        if (!ask(limiter, rule, key, permits, reserve_us, &v, cached, error)) {
             sluice__engine_to_decision(&v, out);
             return SLUICE__OUTCOME_ERROR;
         }
@@ -278,9 +320,14 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
         wait_us = 0;
 
     gint64 start = sluice__engine_timing_start();
-    gboolean waited = FALSE;
+    gboolean waited = FALSE, cached = FALSE;
     sluice__outcome outcome =
-        decide(limiter, rule, key, permits, wait_us, out, taken, &waited, error);
+        decide(limiter, rule, key, permits, wait_us, out, taken, &waited, &cached, error);
+    if (cached) {
+        sluice__stats_cached_denied(&limiter->stats);
+        if (site)
+            sluice__stats_cached_denied(site);
+    }
     return sluice__engine_count(limiter, site, outcome, waited, start);
 }
 
@@ -336,6 +383,7 @@ gboolean sluice__engine_reset(sluice__limiter *limiter, const char *key, GError 
         l->funcs->reset(l, limiter, key, NULL); /* the state on_error = local kept */
     if (!b->funcs->reset(b, limiter, key, error))
         return FALSE;
+    sluice__denial_cache_forget(g_atomic_pointer_get(&limiter->denials), key);
     g_mutex_lock(&wake_lock); /* a reset frees concurrency permits too */
     releases++;
     g_cond_broadcast(&wake);

@@ -10,8 +10,10 @@
 #include "counters.h"
 
 /* Sets where decisions go: `backend`, and `local` (the memory backend) for
- * on_error = local. Both stay until the next call; NULL, NULL at shutdown. */
-void sluice__engine_set_backends(sluice__backend *backend, sluice__backend *local);
+ * on_error = local, and whether a remote backend's denials are kept in the denial
+ * cache. All stay until the next call; NULL, NULL at shutdown. */
+void sluice__engine_set_backends(sluice__backend *backend, sluice__backend *local,
+                                 gboolean denial_cache);
 
 /* One decision for limiter under its current rule. wait_us < 0: the rule's wait.
  * Returns SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_ERROR (backend failure: *error

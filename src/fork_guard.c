@@ -4,7 +4,8 @@
  *
  * Held: the asynchronous calls' release lock, then the engine's wake lock (a waiting
  * async call takes them in that order), then every memory store's lock (taken with
- * neither of them held). A memory decision holds its limit's lock most of the time a
+ * neither of them held), then the denial cache's locks (taken with none held). A
+ * memory decision holds its limit's lock most of the time a
  * thread spends in it, so without this a child forked while threads decide would
  * hang on its first decision of that limit. The Redis connections and the keyfile
  * watcher have their own handlers (their locks nest with none of these). Not held:
@@ -19,6 +20,7 @@
 
 #include "async.h"
 #include "backend_memory.h"
+#include "denial_cache.h"
 #include "engine.h"
 
 static void before_fork(void)
@@ -26,10 +28,12 @@ static void before_fork(void)
     sluice__async_fork_lock();
     sluice__engine_fork_lock();
     sluice__memory_stores_lock();
+    sluice__denial_cache_fork_lock();
 }
 
 static void after_fork(void)
 {
+    sluice__denial_cache_fork_unlock();
     sluice__memory_stores_unlock();
     sluice__engine_fork_unlock();
     sluice__async_fork_unlock();

@@ -80,7 +80,7 @@ static gboolean apply(sluice__config *fresh, const sluice__file_stamp *stamp, GE
         sluice__config_free(fresh);
         return FALSE;
     }
-    sluice__engine_set_backends(backend, memory);
+    sluice__engine_set_backends(backend, memory, fresh->denial_cache);
     sluice__registry_apply(fresh);
     sluice__config_free(config);
     config = fresh;
@@ -164,7 +164,7 @@ void sluice_shutdown(void)
     if (remote)
         remote->funcs->free(remote);
     remote = NULL;
-    sluice__engine_set_backends(NULL, NULL);
+    sluice__engine_set_backends(NULL, NULL, FALSE);
     sluice__registry_clear();
     g_clear_pointer(&remote_settings, sluice__secret_free);
     if (memory)

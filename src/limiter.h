@@ -8,15 +8,18 @@
 #include "rule.h"
 
 typedef struct sluice__memory_store sluice__memory_store;
+typedef struct sluice__denial_cache sluice__denial_cache;
 
 /* One per limit name that the keyfile or a descriptor has named since
  * sluice_init; it lives until sluice_shutdown, so a pointer to it never dangles.
  * Reloads change only `rule`. */
 typedef struct {
     char *name;
-    const sluice__rule *rule;     /* loaded atomically; NULL: the name has no rule */
-    sluice__memory_store *memory; /* the memory backend's state for this name      */
-    sluice_stats stats;           /* every decision on this name since sluice_init  */
+    const sluice__rule *rule;      /* loaded atomically; NULL: the name has no rule */
+    sluice__memory_store *memory;  /* the memory backend's state for this name      */
+    sluice__denial_cache *denials; /* a remote backend's denials that still hold; made
+                                    * at the first, loaded atomically              */
+    sluice_stats stats;            /* every decision on this name since sluice_init  */
 } sluice__limiter;
 
 static inline const sluice__rule *sluice__limiter_rule(sluice__limiter *limiter)

@@ -16,6 +16,7 @@
 
 #include "limit_name.h"
 #include "backend_memory.h"
+#include "denial_cache.h"
 
 static sluice_descriptor *descriptors; /* the list; pushed atomically         */
 static GRWLock lock;                   /* guards everything below             */
@@ -47,6 +48,7 @@ static void limiter_free(gpointer p)
 {
     sluice__limiter *limiter = p;
     sluice__memory_store_free(limiter->memory);
+    sluice__denial_cache_free(limiter->denials);
     g_free(limiter->name);
     g_free(limiter);
 }

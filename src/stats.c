@@ -178,6 +178,11 @@ char *sluice_stats_prometheus(void)
     header(out, "sluice_degraded_total", "counter",
            "Decorated calls that ran their degrade function or fallback.");
     counter(out, "sluice_degraded_total", limits, G_STRUCT_OFFSET(sluice_stats, degraded));
+    header(out, "sluice_cached_denials_total", "counter",
+           "Denials answered in process by the denial cache, with no round trip "
+           "(also counted in sluice_decisions_total).");
+    counter(out, "sluice_cached_denials_total", limits,
+            G_STRUCT_OFFSET(sluice_stats, cached_denied));
     header(out, "sluice_decision_seconds", "histogram",
            "Time to decide, waiting included (memory backend: one decision in eight).");
     histogram(out, "sluice_decision_seconds", limits);

@@ -184,7 +184,8 @@ RATE_LIMITED_FUNCTION(int, export_report, (int x), (x), "export", export_busy, N
     return x;
 }
 
-/* Decides allowed, denied, shadow_denied, waited and degraded on a real redis-server,
+/* Decides allowed, denied (one from the denial cache), shadow_denied, waited and degraded
+ * on a real redis-server,
  * then error (the server stopped); returns the exposition. */
 static char *decide_every_kind(void)
 {
@@ -203,6 +204,7 @@ static char *decide_every_kind(void)
     sluice_decision d;
     ck_assert_int_eq(sluice_acquire("api", NULL, 1, &d, NULL), SLUICE_ALLOWED);
     ck_assert_int_eq(sluice_acquire("api", NULL, 1, &d, NULL), SLUICE_DENIED);
+    ck_assert_int_eq(sluice_acquire("api", NULL, 1, &d, NULL), SLUICE_DENIED); /* cached */
     ck_assert_int_eq(sluice_acquire("preview", NULL, 1, &d, NULL), SLUICE_ALLOWED);
     ck_assert_int_eq(sluice_acquire("preview", NULL, 1, &d, NULL), SLUICE_ALLOWED); /* shadow */
     ck_assert_int_eq(sluice_acquire_wait("queue", NULL, 1, 1000, &d, NULL), SLUICE_ALLOWED);
@@ -211,7 +213,7 @@ static char *decide_every_kind(void)
     ck_assert_int_eq(export_report(7), -7); /* degraded */
     test_redis_stop(server);
     for (int i = 0; i < 5; i++) /* the breaker opens after a few */
-        ck_assert_int_eq(sluice_acquire("api", NULL, 1, &d, NULL), SLUICE_ERROR);
+        ck_assert_int_eq(sluice_acquire("api", "elsewhere", 1, &d, NULL), SLUICE_ERROR);
     char *text = sluice_stats_prometheus();
     sluice_shutdown();
     return text;
@@ -225,7 +227,8 @@ START_TEST(every_query_names_what_the_exposition_has)
     /* the process made decisions of every kind: the queries below can see them */
     static const char *const made[] = {
         "sluice_decisions_total{name=\"api\",outcome=\"allowed\"} 1\n",
-        "sluice_decisions_total{name=\"api\",outcome=\"denied\"} 1\n",
+        "sluice_decisions_total{name=\"api\",outcome=\"denied\"} 2\n",
+        "sluice_cached_denials_total{name=\"api\"} 1\n",
         "sluice_decisions_total{name=\"api\",outcome=\"error\"} 5\n",
         "sluice_decisions_total{name=\"preview\",outcome=\"shadow_denied\"} 1\n",
         "sluice_waited_total{name=\"queue\"} 1\n",

@@ -69,9 +69,13 @@ char *fixture_contents(const char *contents)
     g_autofree char *url = test_redis_url(redis);
     /* GKeyFile merges a second [sluice] group of the test's into this one, its
      * values last. A call's timeout covers its connect too: on a loaded machine
-     * 50 ms is not always enough, and these suites test answers, not timing. */
-    return g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\ntimeout = 2s\n%s", url,
-                           contents);
+     * 50 ms is not always enough, and these suites test answers, not timing.
+     * The denial cache is off: these suites pin down the backend's own answers
+     * field by field, and a cached denial reports `remaining` as the backend said
+     * it (docs/algorithms.md); check_denial_cache turns it on. */
+    return g_strdup_printf(
+        "[sluice]\nbackend = redis\nredis = %s\ntimeout = 2s\ndenial_cache = false\n%s", url,
+        contents);
 }
 
 void fixture_init(const char *contents)

@@ -1,0 +1,46 @@
+/* The denial cache: denials a remote backend gave that still hold, answered in
+ * process until they can have changed, with no round trip. */
+#ifndef SLUICE_DENIAL_CACHE_H
+#define SLUICE_DENIAL_CACHE_H
+
+#include <glib.h>
+
+#include "algorithm.h"
+#include "rule.h"
+
+/* One limit's cache: a fixed number of slots, so hostile keys cannot grow it. */
+typedef struct sluice__denial_cache sluice__denial_cache;
+
+/* Keys longer than this are never cached (their calls go to the backend). */
+#define SLUICE__DENIAL_CACHE_MAX_KEY 256
+
+/* The cache of *slot, made on first use (the pointer is loaded and set atomically). */
+sluice__denial_cache *sluice__denial_cache_of(sluice__denial_cache **slot);
+void sluice__denial_cache_free(sluice__denial_cache *cache);
+
+/* A denial is kept with the backend that gave it (a reload that moves to another
+ * server, or changes the rule, leaves it unanswered). */
+
+/* TRUE when a denial stored for key under rule still answers `permits` (0: a peek)
+ * at now_us: *v is that denial, aged (retry and reset less the time since it was
+ * sent; -1 retry for more permits than the rule's capacity). Reads no clock. */
+gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer backend,
+                                     const sluice__rule *rule, const char *key, gint64 permits,
+                                     gint64 now_us, sluice__verdict *v);
+
+/* Keeps the backend's denial v of `permits` for key under rule, its command sent
+ * at sent_us: it holds until sent_us + retry_after (the server decided after
+ * sent_us, so the denial cannot outlive that), or for more than the capacity
+ * (retry -1) until sent_us + reset_after. */
+void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backend,
+                                const sluice__rule *rule, const char *key, gint64 permits,
+                                gint64 sent_us, const sluice__verdict *v);
+
+/* Drops what is kept for key (sluice_reset). */
+void sluice__denial_cache_forget(sluice__denial_cache *cache, const char *key);
+
+/* fork(): takes every lock of every cache, or lets them go. */
+void sluice__denial_cache_fork_lock(void);
+void sluice__denial_cache_fork_unlock(void);
+
+#endif
