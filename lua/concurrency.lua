@@ -1,6 +1,6 @@
 -- sluice concurrency: fewer than limit calls in flight, each a lease that expires after window_us if never given back (mirrors src/algorithm.c).
 --
--- EVALSHA sha 2 state_key seq_key op limit window_us burst interval_us permits reserve_us now_us
+-- EVALSHA sha 2 state_key seq_key op limit window_us burst anchor permits reserve_us now_us
 --   op: "acquire" takes `permits` leases (0 = peek at one); "release" drops the
 --   expired leases, gives back `permits` leases oldest first, and answers as a peek
 --   now_us: "" = Redis TIME, else a test/replay override

@@ -1,7 +1,8 @@
--- sluice fixed_window: count + permits <= limit in a window of window_us that starts at its first admitted hit (mirrors src/algorithm.c).
+-- sluice fixed_window: count + permits <= limit in a window of window_us that starts at its first admitted hit, or at a multiple of window_us since the epoch (mirrors src/algorithm.c).
 --
--- EVALSHA sha 2 state_key seq_key op limit window_us burst interval_us permits reserve_us now_us
+-- EVALSHA sha 2 state_key seq_key op limit window_us burst anchor permits reserve_us now_us
 --   op: "acquire" | "release" (release does nothing here and answers as a peek)
+--   anchor: "1" = epoch (a new window starts at the last multiple of window_us of now)
 --   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
 -- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs.
 -- State (string, PX = ceil(reset/1000) + 1 ms): start and count, packed (pack_state
@@ -21,6 +22,11 @@ local capacity = limit
 local need, consume = sizing(permits, capacity)
 
 local start, count = now, 0
+if ARGV[5] == '1' then
+  local phase = now - idiv(now, w) * w -- C's now % w
+  if phase < 0 then phase = phase + w end
+  start = now - phase
+end
 local stored = redis.call('GET', key)
 if stored then
   local a, b = unpack_state('B<d<d', stored)

@@ -1,6 +1,6 @@
 -- sluice sliding_window: the previous window weighted by its overlap + the current one + permits <= limit, O(1) (mirrors src/algorithm.c).
 --
--- EVALSHA sha 2 state_key seq_key op limit window_us burst interval_us permits reserve_us now_us
+-- EVALSHA sha 2 state_key seq_key op limit window_us burst anchor permits reserve_us now_us
 --   op: "acquire" | "release" (release does nothing here and answers as a peek)
 --   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
 -- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs.

@@ -93,6 +93,7 @@ typedef struct {
     const sluice__rule *rule;
     sluice__state *s;
     gint64 now;
+    gint64 epoch;     /* now in µs since the Unix epoch              */
     gint64 need;      /* permits asked, 1 for a peek                  */
     gboolean consume; /* FALSE for a peek or for more than capacity  */
     gint64 reserve_us;
@@ -103,7 +104,10 @@ static void fixed_window(const call *c, sluice__verdict *v)
     sluice__state *s = c->s;
     gint64 w = c->rule->window_us, limit = c->rule->limit;
     gboolean expired = !s->started || c->now >= s->a + w;
-    gint64 start = expired ? c->now : s->a;
+    /* a new window starts now, or (anchor = epoch) at the last multiple of w since
+     * the epoch */
+    gint64 phase = c->rule->epoch ? ((c->epoch % w) + w) % w : 0;
+    gint64 start = expired ? c->now - phase : s->a;
     gint64 count = expired ? 0 : s->b;
 
     v->allowed = count + c->need <= limit;
@@ -365,13 +369,14 @@ static void concurrency(const call *c, sluice__verdict *v)
     v->reset_after_us = leases->total > 0 ? runs_newest(leases) - c->now : 0;
 }
 
-void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits,
-                    gint64 reserve_us, sluice__verdict *v)
+void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 epoch_us,
+                    gint64 permits, gint64 reserve_us, sluice__verdict *v)
 {
     gint64 capacity = sluice__rule_capacity(rule);
     call c = {rule,
               state,
               now_us,
+              epoch_us,
               permits > 0 ? permits : 1,
               permits > 0 && permits <= capacity,
               permits <= capacity ? MIN(reserve_us, SLUICE__MAX_RESERVE_US) : 0};

@@ -46,10 +46,12 @@ typedef struct {
 #define SLUICE__MAX_RESERVE_US (G_GINT64_CONSTANT(18250) * 86400 * 1000000)
 
 /* Decides `permits` permits (0: a peek at one) at time now_us and updates the
- * state when they are admitted. reserve_us > 0 lets a token_bucket caller that
- * would be denied reserve its tokens when they are due within reserve_us. */
-void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits,
-                    gint64 reserve_us, sluice__verdict *verdict);
+ * state when they are admitted. epoch_us is the same instant in µs since
+ * 1970-01-01T00:00:00Z: fixed_window with anchor = epoch starts its windows at its
+ * multiples of the window. reserve_us > 0 lets a token_bucket caller that would be
+ * denied reserve its tokens when they are due within reserve_us. */
+void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 epoch_us,
+                    gint64 permits, gint64 reserve_us, sluice__verdict *verdict);
 
 /* Gives back `permits` concurrency permits, oldest lease first. */
 void sluice__release(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits);

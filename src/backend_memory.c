@@ -124,6 +124,15 @@ static void sweep(sluice__memory_store *store, gint64 now)
     store->sweep_at = MAX(SWEEP_MIN, 2 * g_hash_table_size(store->keyed));
 }
 
+/* The time now_us on the clock of decisions, in µs since the Unix epoch: the
+ * wall clock (read again at each decision, so that a window follows it when it is
+ * set), or under a virtual clock (sluice_clock_set) the virtual time itself, as
+ * on Redis where it replaces TIME. */
+static gint64 since_epoch(gint64 now_us)
+{
+    return sluice__clock_injected() ? now_us : g_get_real_time();
+}
+
 static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter,
                               const sluice__rule *rule, const char *key, gint64 permits,
                               gint64 reserve_us, sluice__verdict *verdict, GError **error)
@@ -139,16 +148,17 @@ static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter
     const sluice__rule *current = sluice__limiter_rule(limiter);
     if (current)
         rule = current;
+    gint64 epoch = rule->epoch ? since_epoch(now) : now;
     reshape(store, rule);
     if (!key) {
-        sluice__decide(rule, &store->keyless, now, permits, reserve_us, verdict);
+        sluice__decide(rule, &store->keyless, now, epoch, permits, reserve_us, verdict);
     } else {
         sluice__state *state = g_hash_table_lookup(store->keyed, key);
         if (state) {
-            sluice__decide(rule, state, now, permits, reserve_us, verdict);
+            sluice__decide(rule, state, now, epoch, permits, reserve_us, verdict);
         } else {
             sluice__state fresh = {0};
-            sluice__decide(rule, &fresh, now, permits, reserve_us, verdict);
+            sluice__decide(rule, &fresh, now, epoch, permits, reserve_us, verdict);
             if (fresh.started) { /* only an admission stores anything */
                 if (g_hash_table_size(store->keyed) >= store->sweep_at)
                     sweep(store, now);

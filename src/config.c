@@ -23,13 +23,14 @@
 static const char *const sluice_keys[] = {
     "backend", "redis",    "password_file", "sentinel_password_file", "key_prefix",
     "timeout", "on_error", "reload",        "denial_cache",           NULL};
-static const char *const limit_keys[] = {"algorithm", "limit", "window",  "burst",
-                                         "wait",      "mode",  "per_key", NULL};
+static const char *const limit_keys[] = {"algorithm", "limit",   "window", "burst", "wait",
+                                         "mode",      "per_key", "anchor", NULL};
 static const char *const algorithm_names[] = {
     "fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency", NULL};
 static const char *const backend_names[] = {"memory", "redis", NULL};
 static const char *const on_error_names[] = {"allow", "deny", "local", NULL};
 static const char *const mode_names[] = {"enforce", "shadow", NULL};
+static const char *const anchor_names[] = {"first_hit", "epoch", NULL};
 
 const char *sluice__algorithm_name(sluice__algorithm algorithm)
 {
@@ -318,6 +319,18 @@ static void check_burst(reader *r, sluice__algorithm algorithm)
                                sluice__algorithm_name(algorithm)));
 }
 
+/* anchor where the algorithm has no windows to anchor. */
+static void check_anchor(reader *r, sluice__algorithm algorithm)
+{
+    if (algorithm == SLUICE__FIXED_WINDOW)
+        return;
+    g_autofree char *v = value_of(r, "anchor");
+    if (v)
+        report(r, "anchor", v,
+               g_strdup_printf("applies only to fixed_window, not %s",
+                               sluice__algorithm_name(algorithm)));
+}
+
 /* The checks that involve more than one value of a rule. */
 static void check_rule(reader *r, const sluice__rule *rule)
 {
@@ -398,8 +411,12 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     read_choice(r, "mode", mode_names, &mode);
     rule->shadow = mode == 1;
     read_bool(r, "per_key", &rule->per_key);
+    int anchor = 0;
+    read_choice(r, "anchor", anchor_names, &anchor);
+    rule->epoch = anchor == 1;
 
     check_burst(r, rule->algorithm);
+    check_anchor(r, rule->algorithm);
     if (r->problems->len == before && rule->window_us > 0 && rule->limit > 0)
         check_rule(r, rule);
     if (r->problems->len != before) {

@@ -30,6 +30,7 @@ typedef struct {
     gint64 burst;       /* token_bucket, gcra: capacity                         */
     gint64 window_us;   /* window; concurrency: lease lifetime                  */
     gint64 wait_us;     /* how long a decorated call may wait                   */
+    gboolean epoch;     /* fixed_window: anchor = epoch (windows on the UTC clock) */
 } sluice__rule;
 
 /* Most permits that can ever pass at once: burst for token_bucket and gcra. */

@@ -25,7 +25,7 @@ typedef struct {
 #define ACCEPTED(name, keyfile, rule, capacity) {(name), (keyfile), NULL, (rule), (capacity)}
 /* clang-format on */
 
-#define LIMIT_KEYS "algorithm, limit, window, burst, wait, mode, per_key"
+#define LIMIT_KEYS "algorithm, limit, window, burst, wait, mode, per_key, anchor"
 #define SLUICE_KEYS                                                                                \
     "backend, redis, password_file, sentinel_password_file, key_prefix, timeout, on_error, reload, " \
     "denial_cache"

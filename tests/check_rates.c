@@ -494,7 +494,7 @@ START_TEST(the_arithmetic_matches_exact_fractions_over_millions_of_steps)
                     ? (gint64)(g_rand_double(rand) * (double)r.w)
                     : 0;
             sluice__verdict got, want;
-            sluice__decide(&rule, &state, now, permits, reserve, &got);
+            sluice__decide(&rule, &state, now, now, permits, reserve, &got);
             ref_decide(&r, &ref, now, permits, reserve, &want);
             ck_same(&got, &want, steps);
             ck_below_2_pow_53(&state, &got);

@@ -9,7 +9,8 @@ void sluice__redis_script_init(sluice__redis_script *s, const char *sha, const s
                                const char *state_key, const char *seq_key, const char *op,
                                gint64 permits, gint64 reserve_us)
 {
-    const gint64 values[] = {rule->limit, rule->window_us, rule->burst, 0, permits, reserve_us};
+    const gint64 values[] = {rule->limit, rule->window_us, rule->burst,
+                             rule->epoch, permits,         reserve_us};
     for (guint i = 0; i < G_N_ELEMENTS(values); i++)
         s->numbers[i][sluice__redis_decimal(s->numbers[i], values[i])] = '\0';
     if (sluice__clock_injected()) /* a virtual clock (replay, tests): never in normal operation */

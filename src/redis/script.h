@@ -10,7 +10,7 @@
 #define SLUICE__REDIS_SCRIPT_ARGC 13
 
 /* `EVALSHA sha 2 KEY SEQKEY op limit window_us burst anchor permits reserve_us
- * now_us` (anchor: 0, reserved for fixed_window's; now_us empty: Redis TIME decides;
+ * now_us` (anchor: 1 for fixed_window's anchor = epoch, else 0; now_us empty: Redis TIME decides;
  * set only under the test clock). argv points into the struct itself, so it must not be moved or copied. */
 typedef struct {
     char numbers[7][24];

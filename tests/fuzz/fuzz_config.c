@@ -39,6 +39,7 @@ static void check_rule(const char *name, const sluice__rule *r, const sluice__co
         FUZZ_ASSERT(r->burst == r->limit, "[limit:%s] burst without a bucket", name);
         break;
     }
+    FUZZ_ASSERT(!r->epoch || r->algorithm == SLUICE__FIXED_WINDOW, "[limit:%s] anchor", name);
 }
 
 static void check_config(const sluice__config *c)
