@@ -5,25 +5,40 @@
  * only push the time the permits could pass later (docs/algorithms.md checks this
  * per algorithm). So a denial of N permits answers every call of N or more
  * permits until then. Each limit's cache is a table of SLOTS slots indexed by a
- * hash of the key (a new denial replaces what its slot held), guarded by one of
- * STRIPES locks shared by all caches, which fork() holds. No clock is read under a
- * lock: the caller passes the time. */
+ * hash of the key (a new denial replaces what its slot held). Reading takes no
+ * lock (each slot is a seqlock); writers take one of STRIPES locks shared by all
+ * caches, which fork() holds. No clock is read here: the caller passes the time. */
 #include "denial_cache.h"
 
 #include <string.h>
 
-#define SLOTS   256 /* per limit: bounded memory whatever the keys */
-#define STRIPES 64  /* locks shared by every cache */
+#define SLOTS     256 /* per limit: bounded memory whatever the keys */
+#define STRIPES   64  /* writers' locks, shared by every cache */
+#define KEY_WORDS (SLUICE__DENIAL_CACHE_MAX_KEY / 8)
 
+/* A key as the table holds it: its bytes in whole words, zero-padded, and its
+ * length (NO_KEY: the limit's single shared state). */
+#define NO_KEY G_MAXUINT32
 typedef struct {
-    char *key;                /* owned; NULL: empty slot                            */
-    gboolean no_key;          /* the limit's single shared state (key NULL)         */
-    gconstpointer backend;    /* the backend that denied (kept until shutdown)   */
+    guint32 len;
+    guint32 hash;
+    guint64 words[KEY_WORDS];
+} packed_key;
+
+/* Readers take no lock: a slot is a seqlock. Its writer (holding the slot's
+ * stripe) makes seq odd, changes the fields, and makes it even again; a reader
+ * copies the fields and uses them only if seq was the same even number before
+ * and after. Every field is read and written with relaxed atomics. */
+typedef struct {
+    guint seq;
+    guint32 len; /* 0: empty (keys are never empty); NO_KEY: no key */
+    guint64 words[KEY_WORDS];
+    gconstpointer backend;    /* the backend that denied (kept until shutdown)    */
     const sluice__rule *rule; /* interned by the registry: equal rules, one pointer */
-    gint64 permits;           /* the denied permits (a peek counts as one)          */
-    gint64 sent_us;           /* when the denied command was sent                   */
-    gint64 until_us;          /* it answers calls before this time                  */
-    sluice__verdict verdict;
+    gint64 permits;           /* the denied permits (a peek counts as one)        */
+    gint64 sent_us;           /* when the denied command was sent                 */
+    gint64 until_us;          /* it answers calls before this time                */
+    gint64 verdict[5];        /* limit, remaining, retry_after_us, reset_after_us, allowed (0) */
 } slot;
 
 struct sluice__denial_cache {
@@ -31,6 +46,9 @@ struct sluice__denial_cache {
 };
 
 static GMutex stripes[STRIPES];
+
+#define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 
 sluice__denial_cache *sluice__denial_cache_of(sluice__denial_cache **where)
 {
@@ -46,55 +64,77 @@ sluice__denial_cache *sluice__denial_cache_of(sluice__denial_cache **where)
 
 void sluice__denial_cache_free(sluice__denial_cache *cache)
 {
-    if (!cache)
-        return;
-    for (guint i = 0; i < SLOTS; i++)
-        g_free(cache->slots[i].key);
     g_free(cache);
 }
 
-/* The slot of key (NULL: the no-key slot), and its stripe; FALSE for a key too
- * long to keep. */
-static gboolean locate(sluice__denial_cache *cache, const char *key, slot **s, GMutex **lock)
+/* Packs key (NULL: no key); FALSE for a key too long to keep. */
+static gboolean pack(const char *key, packed_key *k)
 {
-    guint h = 5381;
-    if (key) {
-        gsize n = 0;
-        for (const char *p = key; *p; p++, n++) {
-            if (n == SLUICE__DENIAL_CACHE_MAX_KEY)
-                return FALSE;
-            h = h * 33 + (guchar)*p;
-        }
+    memset(k->words, 0, sizeof k->words);
+    if (!key) {
+        k->len = NO_KEY;
+        k->hash = 5381;
+        return TRUE;
     }
-    *s = &cache->slots[h % SLOTS];
-    *lock = &stripes[(GPOINTER_TO_SIZE(cache) / sizeof(slot) + h) % STRIPES];
+    gsize n = strnlen(key, SLUICE__DENIAL_CACHE_MAX_KEY + 1);
+    if (n > SLUICE__DENIAL_CACHE_MAX_KEY)
+        return FALSE;
+    memcpy(k->words, key, n);
+    guint32 h = 5381;
+    for (gsize i = 0; i < n; i++)
+        h = h * 33 + (guchar)key[i];
+    k->len = (guint32)n;
+    k->hash = h;
     return TRUE;
 }
 
-static gboolean holds(const slot *s, const char *key)
+static slot *slot_of(sluice__denial_cache *cache, const packed_key *k)
 {
-    return key ? s->key && strcmp(s->key, key) == 0 : s->no_key;
+    return &cache->slots[k->hash % SLOTS];
+}
+
+static GMutex *stripe_of(sluice__denial_cache *cache, const packed_key *k)
+{
+    return &stripes[(GPOINTER_TO_SIZE(cache) / sizeof(slot) + k->hash) % STRIPES];
+}
+
+/* Under the seqlock: TRUE when s holds k (the words a key of k->len uses). */
+static gboolean holds(const slot *s, const packed_key *k)
+{
+    if (LOAD(&s->len) != k->len)
+        return FALSE;
+    guint words = k->len == NO_KEY ? 0 : (k->len + 7) / 8;
+    for (guint i = 0; i < words; i++)
+        if (LOAD(&s->words[i]) != k->words[i])
+            return FALSE;
+    return TRUE;
 }
 
 gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer backend,
                                      const sluice__rule *rule, const char *key, gint64 permits,
                                      gint64 now_us, sluice__verdict *v)
 {
-    slot *s;
-    GMutex *lock;
-    if (!cache || !locate(cache, key, &s, &lock))
+    packed_key k;
+    if (!cache || !pack(key, &k))
         return FALSE;
-    gint64 asked = MAX(permits, 1);
-    g_mutex_lock(lock);
-    gboolean hit = holds(s, key) && s->backend == backend && s->rule == rule &&
-                   asked >= s->permits && now_us < s->until_us;
-    if (hit)
-        *v = s->verdict;
-    gint64 sent_us = s->sent_us;
-    g_mutex_unlock(lock);
-    if (!hit)
-        return FALSE;
+    slot *s = slot_of(cache, &k);
+    gint64 asked = MAX(permits, 1), sent_us, said[5];
+    for (;;) {
+        guint before = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+        if (before & 1)
+            return FALSE; /* being written: the backend decides this one */
+        if (!holds(s, &k) || LOAD(&s->backend) != backend || LOAD(&s->rule) != rule ||
+            asked < LOAD(&s->permits) || now_us >= LOAD(&s->until_us))
+            return FALSE;
+        sent_us = LOAD(&s->sent_us);
+        for (guint i = 0; i < G_N_ELEMENTS(said); i++)
+            said[i] = LOAD(&s->verdict[i]);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (LOAD(&s->seq) == before)
+            break;
+    }
     gint64 aged = MAX(0, now_us - sent_us);
+    *v = (sluice__verdict){FALSE, said[0], said[1], said[2], said[3], 0, 0};
     if (asked > sluice__rule_capacity(rule))
         v->retry_after_us = -1; /* can never pass, whatever the state */
     else
@@ -103,46 +143,58 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
     return TRUE;
 }
 
+/* With s's stripe held: opens and closes a change of s. */
+static void write_begin(slot *s)
+{
+    STORE(&s->seq, LOAD(&s->seq) + 1);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void write_end(slot *s)
+{
+    __atomic_store_n(&s->seq, LOAD(&s->seq) + 1, __ATOMIC_RELEASE);
+}
+
 void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backend,
                                 const sluice__rule *rule, const char *key, gint64 permits,
                                 gint64 sent_us, const sluice__verdict *v)
 {
-    slot *s;
-    GMutex *lock;
-    if (v->allowed || !locate(cache, key, &s, &lock))
-        return;
+    packed_key k;
     gint64 holds_us = v->retry_after_us >= 0 ? v->retry_after_us : v->reset_after_us;
-    if (holds_us <= 0)
+    if (v->allowed || holds_us <= 0 || !pack(key, &k))
         return;
-    char *copy = NULL, *old = NULL;
+    slot *s = slot_of(cache, &k);
+    GMutex *lock = stripe_of(cache, &k);
     g_mutex_lock(lock);
-    if (!holds(s, key)) {
-        g_mutex_unlock(lock);
-        copy = g_strdup(key); /* not under the lock */
-        g_mutex_lock(lock);
-        old = s->key;
-        s->key = copy;
-        s->no_key = key == NULL;
-    }
-    s->backend = backend;
-    s->rule = rule;
-    s->permits = MAX(permits, 1);
-    s->sent_us = sent_us;
-    s->until_us = sent_us + holds_us;
-    s->verdict = *v;
+    write_begin(s);
+    STORE(&s->len, k.len);
+    for (guint i = 0; i < KEY_WORDS; i++)
+        STORE(&s->words[i], k.words[i]);
+    STORE(&s->backend, backend);
+    STORE(&s->rule, rule);
+    STORE(&s->permits, MAX(permits, 1));
+    STORE(&s->sent_us, sent_us);
+    STORE(&s->until_us, sent_us + holds_us);
+    const gint64 said[5] = {v->limit, v->remaining, v->retry_after_us, v->reset_after_us, 0};
+    for (guint i = 0; i < G_N_ELEMENTS(said); i++)
+        STORE(&s->verdict[i], said[i]);
+    write_end(s);
     g_mutex_unlock(lock);
-    g_free(old);
 }
 
 void sluice__denial_cache_forget(sluice__denial_cache *cache, const char *key)
 {
-    slot *s;
-    GMutex *lock;
-    if (!cache || !locate(cache, key, &s, &lock))
+    packed_key k;
+    if (!cache || !pack(key, &k))
         return;
+    slot *s = slot_of(cache, &k);
+    GMutex *lock = stripe_of(cache, &k);
     g_mutex_lock(lock);
-    if (holds(s, key))
-        s->until_us = G_MININT64;
+    if (holds(s, &k)) {
+        write_begin(s);
+        STORE(&s->until_us, G_MININT64);
+        write_end(s);
+    }
     g_mutex_unlock(lock);
 }
 

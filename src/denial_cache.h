@@ -12,7 +12,7 @@
 typedef struct sluice__denial_cache sluice__denial_cache;
 
 /* Keys longer than this are never cached (their calls go to the backend). */
-#define SLUICE__DENIAL_CACHE_MAX_KEY 256
+#define SLUICE__DENIAL_CACHE_MAX_KEY 128
 
 /* The cache of *slot, made on first use (the pointer is loaded and set atomically). */
 sluice__denial_cache *sluice__denial_cache_of(sluice__denial_cache **slot);
