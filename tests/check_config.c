@@ -283,9 +283,6 @@ static const keyfile_case cases[] = {
             "[sluice] sentinel_password_file = /nonexistent/s.pass: cannot read "
             "/nonexistent/s.pass: No such file or directory"),
     /* until the backend reaches them */
-    REFUSED("cluster_url_is_refused_by_the_backend_until_it_is_supported",
-            "[sluice]\nbackend = redis\nredis = redis+cluster://127.0.0.1:7000\n",
-            "[sluice] redis: redis+cluster:// is not supported yet; expected redis:// or unix://"),
     REFUSED("sentinel_url_is_refused_by_the_backend_until_it_is_supported",
             "[sluice]\nbackend = redis\nredis = redis+sentinel://127.0.0.1:26379/m\n",
             "[sluice] redis: redis+sentinel:// is not supported yet; expected redis:// or unix://"),

@@ -56,10 +56,7 @@ static void write_by_rename(const char *p, const char *contents)
 
 static void start(const char *contents)
 {
-    if (fixture_redis()) {
-        redisReply *r = test_redis_command(fixture_redis(), "FLUSHALL");
-        freeReplyObject(r);
-    }
+    fixture_flush();
     write_in_place(path, contents);
     g_autoptr(GError) error = NULL;
     ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");

@@ -51,10 +51,21 @@ char *fixture_write_keyfile(const char *contents)
 }
 
 static test_redis *redis;
+static test_cluster *cluster;
+
+gboolean fixture_on_cluster(void)
+{
+    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "cluster") == 0;
+}
 
 gboolean fixture_on_redis(void)
 {
-    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "redis") == 0;
+    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "redis") == 0 || fixture_on_cluster();
+}
+
+test_cluster *fixture_cluster(void)
+{
+    return cluster;
 }
 
 test_redis *fixture_redis(void)
@@ -64,9 +75,9 @@ test_redis *fixture_redis(void)
 
 char *fixture_contents(const char *contents)
 {
-    if (!redis)
+    if (!redis && !cluster)
         return g_strdup(contents);
-    g_autofree char *url = test_redis_url(redis);
+    g_autofree char *url = redis ? test_redis_url(redis) : test_cluster_url(cluster);
     /* GKeyFile merges a second [sluice] group of the test's into this one, its
      * values last. A call's timeout covers its connect too: on a loaded machine
      * 50 ms is not always enough, and these suites test answers, not timing.
@@ -78,7 +89,7 @@ char *fixture_contents(const char *contents)
         contents);
 }
 
-void fixture_init(const char *contents)
+void fixture_flush(void)
 {
     if (redis) {
         test_redis_resume(redis); /* a test that failed while it was paused */
@@ -86,6 +97,16 @@ void fixture_init(const char *contents)
         ck_assert_ptr_nonnull(r);
         freeReplyObject(r);
     }
+    for (int m = 0; cluster && m < cluster->masters; m++) {
+        redisReply *r = test_cluster_command(cluster, cluster->node[m], "FLUSHALL");
+        ck_assert_ptr_nonnull(r);
+        freeReplyObject(r);
+    }
+}
+
+void fixture_init(const char *contents)
+{
+    fixture_flush();
     g_autofree char *with_backend = fixture_contents(contents);
     g_autofree char *path = fixture_write_keyfile(with_backend);
     g_autoptr(GError) error = NULL;
@@ -283,15 +304,65 @@ int fixture_fork_children(const char *deciding, int children, gint64 pause_us,
     return CHILDREN_CHECK ? children : 0;
 }
 
+/* On a Cluster: decisions on 32 keys leave keys on every master (the suite's keys
+ * spread too, but each test flushes them). FALSE, and why, when a master holds none. */
+static gboolean keys_spread_over_every_master(void)
+{
+    const char *keyfile = "[limit:spread]\nalgorithm = fixed_window\nlimit = 5\nwindow = 1m\n";
+    g_autofree char *contents = fixture_contents(keyfile);
+    g_autofree char *path = NULL;
+    g_autoptr(GError) error = NULL;
+    int fd = g_file_open_tmp("sluice-test-XXXXXX.ini", &path, &error); /* no ck_*: no test runs */
+    if (fd >= 0)
+        close(fd);
+    if (fd < 0 || !g_file_set_contents(path, contents, -1, &error)) {
+        g_printerr("fixture: cannot write a keyfile: %s\n", error->message);
+        return FALSE;
+    }
+    gboolean ok = sluice_init(path, &error);
+    g_unlink(path);
+    if (!ok) {
+        g_printerr("fixture: sluice_init on the cluster: %s\n", error->message);
+        return FALSE;
+    }
+    for (int i = 0; i < 32; i++) {
+        g_autofree char *key = g_strdup_printf("user-%d", i);
+        sluice_decision d;
+        if (sluice_acquire("spread", key, 1, &d, &error) != SLUICE_ALLOWED) {
+            g_printerr("fixture: a decision on the cluster failed: %s\n",
+                       error ? error->message : "denied");
+            sluice_shutdown();
+            return FALSE;
+        }
+    }
+    sluice_shutdown();
+    gboolean every = TRUE;
+    for (int m = 0; m < cluster->masters; m++) {
+        gint64 keys = test_cluster_keys(cluster, cluster->node[m]);
+        g_print("cluster master %d (port %d) holds %" G_GINT64_FORMAT " keys\n", m,
+                cluster->node[m]->port, keys);
+        every = every && keys > 0;
+    }
+    return every;
+}
+
 int fixture_run(Suite *suite)
 {
     SRunner *runner = srunner_create(suite);
-    if (fixture_on_redis())
+    if (fixture_on_cluster())
+        cluster = test_cluster_start(NULL); /* 3 masters; the forked tests inherit it */
+    else if (fixture_on_redis())
         redis = test_redis_start(NULL); /* the forked tests inherit it */
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
+    if (cluster && !keys_spread_over_every_master()) {
+        g_printerr("fixture: a master of the cluster holds no key\n");
+        failed++;
+    }
     test_redis_stop(redis);
     redis = NULL;
+    test_cluster_stop(cluster);
+    cluster = NULL;
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -20,11 +20,22 @@ char *fixture_contents(const char *contents);
  * and that server is flushed first. */
 void fixture_init(const char *contents);
 
+/* Empties the suite's redis-server, or every master of its Cluster (nothing on
+ * memory). */
+void fixture_flush(void);
+
 /* TRUE when SLUICE_TEST_BACKEND=redis: fixture_run starts a redis-server. */
 gboolean fixture_on_redis(void);
-/* The suite's redis-server (NULL on memory). */
+/* The suite's redis-server (NULL on memory and on a Cluster). */
 #include "redis_server.h"
 test_redis *fixture_redis(void);
+/* TRUE when SLUICE_TEST_BACKEND=cluster: fixture_run starts a Redis Cluster of 3
+ * masters, keyfiles point at it (fixture_on_redis is TRUE too), and after the suite
+ * it checks that decisions on a few dozen keys leave keys on every master. */
+#include "redis_cluster.h"
+gboolean fixture_on_cluster(void);
+/* The suite's Cluster (NULL unless on a Cluster). */
+test_cluster *fixture_cluster(void);
 
 /* Installs a fake clock reading start_us. Waiting callers advance it instead of
  * sleeping. */

@@ -18,15 +18,24 @@
 #include <hiredis/async.h>
 #include <sluice/error.h>
 
+#include "redis/cluster.h"
 #include "redis/key.h"
 #include "redis/script.h"
+
+/* Redirections (MOVED, ASK, TRYAGAIN) one call follows at most on a Cluster. */
+#define MAX_HOPS 5
+/* How long a call waits after TRYAGAIN (a slot half migrated) before sending again. */
+#define TRY_AGAIN_PAUSE_MS 2
 
 typedef struct connection connection;
 
 /* One decision in flight. */
 typedef struct {
+    sluice__redis_backend *b;
     connection *conn;
     sluice__redis_node *node;
+    guint slot; /* on a Cluster: the keys' */
+    int hops;   /* redirections followed */
     sluice__redis_script script;
     int algorithm;
     gboolean retried; /* NOSCRIPT was seen once */
@@ -172,6 +181,10 @@ static void conclude(request *r, const sluice__verdict *v, GError *failure)
         sluice__breaker_failure(&r->node->breaker, r->trial, failure->message);
     else
         sluice__breaker_success(&r->node->breaker);
+    if (failure && r->b->cluster) { /* a new master may serve the slot: read the map */
+        sluice__redis_cluster_name_slot(failure, r->node, r->slot);
+        sluice__redis_cluster_refresh_soon(r->b->cluster, r->b->timeout_us);
+    }
     r->done(v, failure, r->data);
 }
 
@@ -194,6 +207,56 @@ static GError *failed(const request *r, const char *why)
     return failure;
 }
 
+/* After TRYAGAIN's pause: the script once more, to the same node. */
+static gboolean send_again(gpointer p)
+{
+    request *r = p;
+    if (!r->over && !send_script(r))
+        conclude(r, NULL, failed(r, "cannot send"));
+    request_release(r);
+    return G_SOURCE_REMOVE;
+}
+
+/* On a Cluster, a node's refusal that the call follows: MOVED (the map is updated)
+ * or ASK to another node, TRYAGAIN to the same one after a pause. FALSE when the
+ * refusal fails the call. */
+static gboolean follow(request *r, const redisReply *rr)
+{
+    sluice__redis_node *next;
+    sluice__cluster_action action =
+        sluice__redis_cluster_answered(r->b->cluster, r->node, r->slot, rr, &next);
+    if (action == SLUICE__CLUSTER_FAIL || r->hops++ == MAX_HOPS)
+        return FALSE;
+    if (action == SLUICE__CLUSTER_TRY_AGAIN) {
+        GSource *pause = g_timeout_source_new(TRY_AGAIN_PAUSE_MS);
+        r->replies_due++; /* held until send_again */
+        g_source_set_callback(pause, send_again, r, NULL);
+        g_source_attach(pause, r->conn->context);
+        g_source_unref(pause);
+        return TRUE;
+    }
+    GError *failure = NULL;
+    sluice__breaker_success(&r->node->breaker); /* it answered */
+    r->node = next;
+    if (!sluice__breaker_allow(&next->breaker, &r->trial)) {
+        sluice__breaker_refuse(&next->breaker, &failure);
+        r->trial = FALSE; /* nothing to report to it */
+        conclude(r, NULL, failure);
+        return TRUE;
+    }
+    connection *c = connection_for(next, r->conn->context, &failure);
+    if (!c) {
+        conclude(r, NULL, failure);
+        return TRUE;
+    }
+    r->conn = c;
+    if (action == SLUICE__CLUSTER_ASKING)
+        queue(c->ac, 1, (const char *[]){"ASKING"});
+    if (!send_script(r))
+        conclude(r, NULL, failed(r, "cannot send"));
+    return TRUE;
+}
+
 static void on_reply(redisAsyncContext *ac, void *reply, void *p)
 {
     request *r = p;
@@ -211,6 +274,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *p)
         sluice__redis_script_use_eval(&r->script, r->algorithm);
         if (!send_script(r))
             conclude(r, NULL, failed(r, "cannot send"));
+    } else if (rr->type == REDIS_REPLY_ERROR && r->b->cluster && follow(r, rr)) {
+        /* sent again, or ended */
     } else if (sluice__redis_script_verdict(rr, &v, &why)) {
         conclude(r, &v, NULL);
     } else {
@@ -234,7 +299,7 @@ static gboolean timed_out(gpointer p)
     return G_SOURCE_REMOVE;
 }
 
-void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *node,
+void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *node, guint slot,
                                 const sluice__rule *rule, sluice__redis_keys *keys, gint64 permits,
                                 gint64 reserve_us, GMainContext *context, sluice__decided_func done,
                                 gpointer data)
@@ -245,6 +310,10 @@ void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *no
     if (!sluice__breaker_allow(&node->breaker, &trial)) {
         sluice__redis_keys_clear(keys);
         sluice__breaker_refuse(&node->breaker, &failure);
+        if (b->cluster) {
+            sluice__redis_cluster_name_slot(failure, node, slot);
+            sluice__redis_cluster_refresh_soon(b->cluster, b->timeout_us);
+        }
         done(NULL, failure, data);
         return;
     }
@@ -252,12 +321,18 @@ void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *no
     if (!c) {
         sluice__redis_keys_clear(keys);
         sluice__breaker_failure(&node->breaker, trial, failure->message);
+        if (b->cluster) {
+            sluice__redis_cluster_name_slot(failure, node, slot);
+            sluice__redis_cluster_refresh_soon(b->cluster, b->timeout_us);
+        }
         done(NULL, failure, data);
         return;
     }
     request *r = g_new0(request, 1);
+    r->b = b;
     r->conn = c;
     r->node = node;
+    r->slot = slot;
     r->algorithm = rule->algorithm;
     r->trial = trial;
     r->done = done;

@@ -10,11 +10,14 @@
  * pause, so that on_error answers at once meanwhile. */
 #include "redis/redis.h"
 
+#include <string.h>
+
 #include <hiredis/hiredis.h>
 #include <sluice/error.h>
 
 #include "lua_scripts.h"
 #include "redis/async_client.h"
+#include "redis/cluster.h"
 #include "redis/internal.h"
 #include "redis/link.h"
 #include "redis/script.h"
@@ -23,20 +26,34 @@
 
 typedef sluice__redis_backend redis_backend;
 
+/* Sends argv to node before deadline: on its shared link, or after ASKING on a
+ * connection of its own. */
+static redisReply *send_to(sluice__redis_node *node, gboolean asking, gint64 deadline, int argc,
+                           const char **argv, gboolean *stale, GError **error)
+{
+    *stale = FALSE;
+    if (asking)
+        return sluice__redis_cluster_asking(node, deadline, argc, argv, error);
+    return sluice__redis_link_command(node->link, deadline, argc, argv, stale, error);
+}
+
 /* Runs the script of rule on node before deadline and reads its verdict into *v
  * (NULL: only checked); FALSE and *error otherwise, with *stale TRUE when the
- * server closed a connection older than the call (worth one more try). */
-static gboolean run_script(redis_backend *b, sluice__redis_node *node, gint64 deadline,
-                           const sluice__rule *rule, const sluice__redis_keys *keys, const char *op,
-                           gint64 permits, gint64 reserve_us, sluice__verdict *v, gboolean *stale,
-                           GError **error)
+ * server closed a connection older than the call (worth one more try). With
+ * refused (a Cluster), an error reply other than NOSCRIPT is handed over in
+ * *refused instead, for the caller to follow. */
+static gboolean run_script(redis_backend *b, sluice__redis_node *node, gboolean asking,
+                           gint64 deadline, const sluice__rule *rule,
+                           const sluice__redis_keys *keys, const char *op, gint64 permits,
+                           gint64 reserve_us, sluice__verdict *v, redisReply **refused,
+                           gboolean *stale, GError **error)
 {
     sluice__redis_script script;
     sluice__redis_script_init(&script, b->sha[rule->algorithm], rule, keys->state, keys->seq, op,
                               permits, reserve_us);
     for (int attempt = 0; attempt < 2; attempt++) {
-        redisReply *reply = sluice__redis_link_command(
-            node->link, deadline, SLUICE__REDIS_SCRIPT_ARGC, script.argv, stale, error);
+        redisReply *reply =
+            send_to(node, asking, deadline, SLUICE__REDIS_SCRIPT_ARGC, script.argv, stale, error);
         if (!reply)
             return FALSE;
         if (sluice__redis_is_noscript(reply) && attempt == 0) {
@@ -46,6 +63,10 @@ static gboolean run_script(redis_backend *b, sluice__redis_node *node, gint64 de
             sluice__redis_script_use_eval(&script, rule->algorithm);
             continue;
         }
+        if (refused && reply->type == REDIS_REPLY_ERROR) {
+            *refused = reply;
+            return FALSE;
+        }
         const char *why;
         gboolean ok = sluice__redis_script_verdict(reply, v, &why);
         if (!ok)
@@ -54,6 +75,145 @@ static gboolean run_script(redis_backend *b, sluice__redis_node *node, gint64 de
         return ok;
     }
     g_assert_not_reached();
+}
+
+/* ---- on a Cluster --------------------------------------------------------------- */
+
+/* Redirections one call follows at most (a slot that keeps moving fails it). */
+#define MAX_HOPS 5
+/* How long a call waits after TRYAGAIN (a slot half migrated) before sending again. */
+#define TRY_AGAIN_PAUSE_US 2000
+
+/* One exchange of a call with node: TRUE when it went through; else *refused (an
+ * error reply, for the caller to follow) or *error (*stale: worth one more try). */
+typedef gboolean (*attempt_func)(redis_backend *b, sluice__redis_node *node, gboolean asking,
+                                 gint64 deadline, gpointer data, redisReply **refused,
+                                 gboolean *stale, GError **error);
+
+/* Runs attempt on the node that serves slot before deadline, following MOVED (the
+ * map is updated), ASK (once) and TRYAGAIN; each node's breaker around it unless
+ * use_breaker is FALSE. A node that does not answer, CLUSTERDOWN or no master known
+ * fail the call (on_error decides) and have the map read again (at most every
+ * SLUICE__CLUSTER_REFRESH_US), so that a new master takes over its slots. Errors
+ * name the node and the slot ("redis 127.0.0.1:7002 (cluster slot 6965): ..."). */
+static gboolean on_cluster(redis_backend *b, guint slot, gint64 deadline, attempt_func attempt,
+                           gpointer data, const char *step, gboolean use_breaker, GError **error)
+{
+    sluice__redis_cluster *c = b->cluster;
+    sluice__redis_node *node = sluice__redis_cluster_node(c, slot);
+    gboolean asking = FALSE, refresh = FALSE;
+    GError *failure = NULL;
+    for (int hop = 0; !failure; hop++) {
+        if (!node) {
+            sluice__redis_cluster_refresh(c, deadline);
+            node = sluice__redis_cluster_node(c, slot);
+        }
+        if (!node) {
+            g_set_error(&failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
+                        "no master is known to serve the slot");
+            break;
+        }
+        if (hop == MAX_HOPS) {
+            sluice__redis_fail(&failure, SLUICE_ERROR_BACKEND, &node->endpoint, step,
+                               "redirected 5 times: the slot keeps moving");
+            break;
+        }
+        gboolean trial = FALSE, stale = FALSE, ok = FALSE;
+        if (use_breaker && !sluice__breaker_allow(&node->breaker, &trial)) {
+            sluice__breaker_refuse(&node->breaker, &failure);
+            refresh = TRUE;
+            break;
+        }
+        redisReply *refused = NULL;
+        for (int again = 0; again < 2; again++) {
+            g_clear_error(&failure);
+            ok = attempt(b, node, asking, deadline, data, &refused, &stale, &failure);
+            if (ok || refused || !stale)
+                break;
+        }
+        if (!ok && !refused) { /* it did not answer */
+            if (use_breaker)
+                sluice__breaker_failure(&node->breaker, trial, failure->message);
+            refresh = TRUE;
+            break;
+        }
+        if (use_breaker)
+            sluice__breaker_success(&node->breaker);
+        if (ok)
+            break;
+        sluice__redis_node *next;
+        switch (sluice__redis_cluster_answered(c, node, slot, refused, &next)) {
+        case SLUICE__CLUSTER_RESEND: /* MOVED: more may have moved with it */
+            refresh = TRUE;
+            asking = FALSE;
+            node = next;
+            break;
+        case SLUICE__CLUSTER_ASKING:
+            asking = TRUE;
+            node = next;
+            break;
+        case SLUICE__CLUSTER_TRY_AGAIN:
+            if (deadline - g_get_monotonic_time() > TRY_AGAIN_PAUSE_US) {
+                g_usleep(TRY_AGAIN_PAUSE_US);
+                break;
+            }
+            G_GNUC_FALLTHROUGH; /* no time left to try again */
+        case SLUICE__CLUSTER_FAIL:
+            sluice__redis_fail(&failure, SLUICE_ERROR_BACKEND, &node->endpoint, step, refused->str);
+            refresh = g_str_has_prefix(refused->str, "CLUSTERDOWN");
+            break;
+        }
+        freeReplyObject(refused);
+    }
+    if (refresh)
+        sluice__redis_cluster_refresh(c, deadline);
+    if (!failure)
+        return TRUE;
+    sluice__redis_cluster_name_slot(failure, node, slot);
+    g_propagate_error(error, failure);
+    return FALSE;
+}
+
+typedef struct {
+    const sluice__rule *rule;
+    const sluice__redis_keys *keys;
+    const char *op;
+    gint64 permits, reserve_us;
+    sluice__verdict *v;
+} script_call;
+
+static gboolean attempt_script(redis_backend *b, sluice__redis_node *node, gboolean asking,
+                               gint64 deadline, gpointer data, redisReply **refused,
+                               gboolean *stale, GError **error)
+{
+    script_call *s = data;
+    return run_script(b, node, asking, deadline, s->rule, s->keys, s->op, s->permits, s->reserve_us,
+                      s->v, refused, stale, error);
+}
+
+typedef struct {
+    int argc;
+    const char **argv;
+} command_call;
+
+static gboolean attempt_command(redis_backend *b, sluice__redis_node *node, gboolean asking,
+                                gint64 deadline, gpointer data, redisReply **refused,
+                                gboolean *stale, GError **error)
+{
+    (void)b;
+    command_call *cmd = data;
+    redisReply *reply = send_to(node, asking, deadline, cmd->argc, cmd->argv, stale, error);
+    if (reply && reply->type == REDIS_REPLY_ERROR)
+        *refused = reply;
+    else if (reply)
+        freeReplyObject(reply);
+    return reply && !*refused;
+}
+
+/* The slot of a call's keys (both share one hash tag). */
+static guint slot_of(const sluice__redis_keys *keys)
+{
+    return sluice__cluster_key_slot(keys->state, strlen(keys->state));
 }
 
 /* One script call with the node's breaker around it, within the backend's timeout
@@ -66,6 +226,11 @@ static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__r
 {
     g_auto(sluice__redis_keys) keys = {NULL, NULL};
     sluice__redis_keys_build(&keys, b->prefixes[rule->algorithm], limiter->name, key);
+    if (b->cluster) {
+        script_call sc = {rule, &keys, op, permits, reserve_us, v};
+        return on_cluster(b, slot_of(&keys), g_get_monotonic_time() + b->timeout_us, attempt_script,
+                          &sc, "script", TRUE, error);
+    }
     sluice__redis_node *node = sluice__redis_route(b, &keys);
     gboolean trial;
     if (!sluice__breaker_allow(&node->breaker, &trial)) {
@@ -78,8 +243,8 @@ static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__r
     for (int attempt = 0; !ok && attempt < 2; attempt++) {
         gboolean stale = FALSE;
         g_clear_error(&failure);
-        ok = run_script(b, node, deadline, rule, &keys, op, permits, reserve_us, v, &stale,
-                        &failure);
+        ok = run_script(b, node, FALSE, deadline, rule, &keys, op, permits, reserve_us, v, NULL,
+                        &stale, &failure);
         if (!stale)
             break;
     }
@@ -108,8 +273,24 @@ static void redis_decide_async(sluice__backend *backend, sluice__limiter *limite
     redis_backend *b = (redis_backend *)backend;
     sluice__redis_keys keys;
     sluice__redis_keys_build(&keys, b->prefixes[rule->algorithm], limiter->name, key);
-    sluice__redis_async_decide(b, sluice__redis_route(b, &keys), rule, &keys, permits, reserve_us,
-                               context, done, data);
+    sluice__redis_node *node = sluice__redis_route(b, &keys);
+    guint slot = 0;
+    if (b->cluster) {
+        slot = slot_of(&keys);
+        node = sluice__redis_cluster_node(b->cluster, slot);
+    }
+    if (!node) { /* a Cluster whose map names no master for the slot */
+        GError *failure = NULL;
+        g_set_error(&failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
+                    "no master is known to serve the slot");
+        sluice__redis_cluster_name_slot(failure, NULL, slot);
+        sluice__redis_cluster_refresh_soon(b->cluster, b->timeout_us);
+        sluice__redis_keys_clear(&keys);
+        done(NULL, failure, data);
+        return;
+    }
+    sluice__redis_async_decide(b, node, slot, rule, &keys, permits, reserve_us, context, done,
+                               data);
 }
 
 static void redis_release(sluice__backend *backend, sluice__limiter *limiter,
@@ -137,6 +318,14 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
         del[1 + 2 * i] = keys[i].state;
         del[2 + 2 * i] = keys[i].seq;
     }
+    if (b->cluster) { /* every key has the same hash tag: one node holds them all */
+        command_call cmd = {G_N_ELEMENTS(del), del};
+        gboolean ok =
+            on_cluster(b, slot_of(&keys[0]), deadline, attempt_command, &cmd, "DEL", FALSE, error);
+        for (int i = 0; i < ALGORITHMS; i++)
+            sluice__redis_keys_clear(&keys[i]);
+        return ok;
+    }
     /* every key has the same hash tag: one node holds them all */
     sluice__redis_node *node = sluice__redis_route(b, &keys[0]);
     gboolean stale;
@@ -156,13 +345,18 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
  * finish first); the asynchronous client's go with their main contexts. */
 static void redis_retire(sluice__backend *backend)
 {
-    sluice__redis_node_retire(((redis_backend *)backend)->node);
+    redis_backend *b = (redis_backend *)backend;
+    if (b->cluster)
+        sluice__redis_cluster_retire(b->cluster);
+    else
+        sluice__redis_node_retire(b->node);
 }
 
 static void redis_free(sluice__backend *backend)
 {
     redis_backend *b = (redis_backend *)backend;
     sluice__redis_node_free(b->node);
+    sluice__redis_cluster_free(b->cluster);
     sluice__redis_url_clear(&b->url);
     for (int i = 0; i < ALGORITHMS; i++)
         g_free(b->sha[i]);
@@ -195,7 +389,7 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         g_free(b);
         return NULL;
     }
-    if (b->url.topology != SLUICE__REDIS_SINGLE || b->url.tls) {
+    if (b->url.topology == SLUICE__REDIS_SENTINEL || b->url.tls) {
         g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG,
                     "%s: [sluice] redis: %s:// is not supported yet; expected redis:// or unix://",
                     config->path ? config->path : "defaults", sluice__redis_url_scheme(&b->url));
@@ -210,6 +404,22 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
     b->timeout_us = config->timeout_us;
     for (int i = 0; i < ALGORITHMS; i++)
         b->sha[i] = g_compute_checksum_for_string(G_CHECKSUM_SHA1, sluice__lua_scripts[i], -1);
+    if (b->url.topology == SLUICE__REDIS_CLUSTER) {
+        b->cluster = sluice__redis_cluster_new(&b->url, config->redis_password);
+        /* read the map now: bad credentials stop init, absent nodes do not */
+        GError *failure = NULL;
+        if (!sluice__redis_cluster_start(b->cluster, g_get_monotonic_time() + b->timeout_us,
+                                         &failure)) {
+            if (g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH)) {
+                g_propagate_error(error, failure);
+                redis_free(&b->base);
+                return NULL;
+            }
+            g_message("%s; on_error decides until a node of the cluster answers", failure->message);
+            g_error_free(failure);
+        }
+        return &b->base;
+    }
     sluice__redis_endpoint endpoint;
     sluice__redis_endpoint_init(&endpoint, b->url.host, b->url.port, b->url.socket, b->url.user,
                                 /* else password_file, $SLUICE_REDIS_PASSWORD */

@@ -83,8 +83,7 @@ const char *sluice__redis_outcome_reason(sluice__redis_outcome o, int saved_errn
 }
 
 redisReply *sluice__redis_conn_command(const sluice__redis_endpoint *e, redisContext *ctx,
-                                      gint64 deadline, int argc, const char **argv,
-                                      GError **error)
+                                       gint64 deadline, int argc, const char **argv, GError **error)
 {
     char small[256];
     gsize len;

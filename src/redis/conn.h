@@ -26,8 +26,8 @@ redisContext *sluice__redis_connect(const sluice__redis_endpoint *e, gint64 dead
  * it, before deadline: the reply (an error reply too; freeReplyObject it), or NULL
  * and *error ("WHAT: ARGV0: why"), after which ctx is of no more use. */
 redisReply *sluice__redis_conn_command(const sluice__redis_endpoint *e, redisContext *ctx,
-                                      gint64 deadline, int argc, const char **argv,
-                                      GError **error);
+                                       gint64 deadline, int argc, const char **argv,
+                                       GError **error);
 
 /* Waits until fd is ready for `events` (POLLIN, POLLOUT); FALSE once deadline has
  * passed. poll() keeps to the microsecond, where socket timeouts round up to the

@@ -11,6 +11,8 @@
 
 #define SLUICE__ALGORITHMS 6
 
+typedef struct sluice__redis_cluster sluice__redis_cluster;
+
 typedef struct {
     sluice__backend base;
     sluice__redis_url url;
@@ -20,7 +22,8 @@ typedef struct {
     char *prefixes[SLUICE__ALGORITHMS];
     gint64 timeout_us;
     char *sha[SLUICE__ALGORITHMS];
-    sluice__redis_node *node; /* the one server */
+    sluice__redis_node *node;       /* the one server (NULL on a Cluster) */
+    sluice__redis_cluster *cluster; /* a Cluster's masters and slot map, or NULL */
 } sluice__redis_backend;
 
 /* The node that holds keys (both keys of a call share one hash tag, so one node
