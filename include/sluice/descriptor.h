@@ -10,8 +10,7 @@ G_BEGIN_DECLS
 
 /* One per RATE_LIMITED* use, static, never allocated. The macros create them;
  * tools read name, file, line and function. The priv_ fields are sluice's. */
-typedef struct sluice_descriptor sluice_descriptor;
-struct sluice_descriptor {
+struct sluice_descriptor {        /* typedef'd in sluice/stats.h (C99 allows one typedef) */
     const char *name;             /* the limit's name, as in [limit:NAME]             */
     const char *file;             /* where the macro stands                           */
     int line;                     /*                                                  */

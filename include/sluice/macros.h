@@ -58,6 +58,11 @@ G_BEGIN_DECLS
  *
  * Concurrency permits taken by either form are given back when the function
  * returns (GCC/Clang cleanup attribute). Errors of the body are the body's own.
+ *
+ * `name` is best a string literal (or a macro that expands to one): `sluice lint
+ * --program` reads it from the built file and checks it has a rule. Any other
+ * constant (a char array) works alike but cannot be checked there. The macros
+ * need GCC or Clang, C99 or later or C++ (docs/compilers.md).
  */
 
 #define RATE_LIMITED(name, fallback)          SLUICE__GUARD(name, NULL, fallback, __LINE__)
@@ -118,11 +123,15 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
 
 #define SLUICE__DESCRIPTOR(name, function)                                                         \
     {                                                                                              \
-        (name), __FILE__, __LINE__, (function), NULL, NULL, 0,                                     \
-        {                                                                                          \
-            0                                                                                      \
-        }                                                                                          \
+        (name), __FILE__, __LINE__, (function), NULL, NULL, 0, SLUICE__ZERO                        \
     }
+/* clang-format off */
+#ifdef __cplusplus
+#define SLUICE__ZERO {} /* C++: {0} would leave the other fields to -Wmissing-field-initializers */
+#else
+#define SLUICE__ZERO {0}
+#endif
+/* clang-format on */
 #define SLUICE__LEASE(var)                                                                         \
     __attribute__((cleanup(sluice__leave))) sluice_lease var = {NULL, NULL, 0}
 #define SLUICE__CAT(a, b)           SLUICE__CAT_I(a, b)
@@ -139,7 +148,32 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
         return;                                                                                    \
     } while (0)
 
+/* The site record `sluice lint --program` reads from the built file, without
+ * relocations: "sluice-site/1", the name as written (#name: a literal keeps its
+ * quotes), __FILE__, the line and the function (definition form; "" in a guard),
+ * each NUL-terminated, in the ELF section sluice_sites. None on other formats. */
+#ifdef __ELF__
+#define SLUICE__SITE(var, name, function, line)                                                    \
+    static const char var[] SLUICE__SITE_ATTRIBUTES =                                              \
+        "sluice-site/1\0" #name "\0" __FILE__ "\0" SLUICE__STR(line) "\0" function;
+#else
+#define SLUICE__SITE(var, name, function, line)
+#endif
+#define SLUICE__STR(x)   SLUICE__STR_I(x)
+#define SLUICE__STR_I(x) #x
+#if defined(__has_attribute)
+#if __has_attribute(retain) /* keeps the record through --gc-sections */
+#define SLUICE__SITE_RETAIN , retain
+#endif
+#endif
+#ifndef SLUICE__SITE_RETAIN
+#define SLUICE__SITE_RETAIN
+#endif
+#define SLUICE__SITE_ATTRIBUTES                                                                    \
+    __attribute__((section("sluice_sites"), used, aligned(1) SLUICE__SITE_RETAIN))
+
 #define SLUICE__GUARD(name, key, fallback, line)                                                   \
+    SLUICE__SITE(SLUICE__CAT(sluice__site_, line), name, , line)                                   \
     static sluice_descriptor SLUICE__CAT(sluice__descriptor_, line) =                              \
         SLUICE__DESCRIPTOR(name, __func__);                                                        \
     SLUICE__LEASE(SLUICE__CAT(sluice__lease_, line));                                              \
@@ -150,6 +184,7 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
         (void)0
 
 #define SLUICE__DEFINE_HEAD(ret, fn, params, name)                                                 \
+    SLUICE__SITE(fn##__sluice_site, name, #fn, __LINE__)                                           \
     ret fn params;                                                                                 \
     static ret SLUICE_BODY(fn) params;                                                             \
     static sluice_descriptor fn##__sluice_descriptor = SLUICE__DESCRIPTOR(name, #fn);              \

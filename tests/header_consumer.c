@@ -1,0 +1,94 @@
+/* An application of the installed headers, valid C99, C11 and C++17: both decorating
+ * forms and the API against tests/header_standards.sh's keyfile (every limit 1 per
+ * hour); exits 0 when every call was decided as that keyfile says. */
+#include <sluice/sluice.h>
+#include <sluice/testing.h>
+
+#include <stdio.h>
+
+static int busy(int x)
+{
+    return -x;
+}
+
+RATE_LIMITED_FUNCTION(int, twice, (int x), (x), "consumer.twice", busy, NULL)
+{
+    return 2 * x;
+}
+
+static int failed(const GError *error, const sluice_decision *verdict, int x);
+RATE_LIMITED_FUNCTION(int, thrice, (int x), (x), "consumer.thrice", busy, failed)
+{
+    return 3 * x;
+}
+
+static int failed(const GError *error, const sluice_decision *verdict, int x)
+{
+    (void)error;
+    (void)verdict;
+    return SLUICE_BODY(thrice)(x) + 1000;
+}
+
+static int flushed, skipped;
+
+static void skip(void)
+{
+    skipped++;
+}
+
+RATE_LIMITED_VOID_FUNCTION(flush, (void), (), "consumer.flush", skip, NULL)
+{
+    flushed++;
+}
+
+static int login(const char *user)
+{
+    RATE_LIMITED_KEY("consumer.login", user, return 0);
+    return 1;
+}
+
+static int healthz(void)
+{
+    RATE_LIMITED("consumer.healthz", return 0);
+    return 1;
+}
+
+static int failures;
+
+static void expect(int got, int want, const char *what)
+{
+    if (got != want) {
+        fprintf(stderr, "header_consumer: %s: %d, expected %d\n", what, got, want);
+        failures++;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    GError *error = NULL;
+    if (argc != 2 || !sluice_init(argv[1], &error)) {
+        fprintf(stderr, "header_consumer: %s\n", error ? error->message : "usage: KEYFILE");
+        return 1;
+    }
+    expect(twice(1), 2, "first twice(1)");
+    expect(twice(1), -1, "second twice(1)");
+    expect(thrice(1), 3, "first thrice(1)");
+    expect(thrice(1), -1, "second thrice(1)");
+    sluice_testing_fail_backend(1, "injected");
+    expect(thrice(2), 1006, "thrice(2), the backend failing");
+    flush();
+    flush();
+    flush();
+    expect(flushed * 10 + skipped, 12, "flushed * 10 + skipped");
+    expect(login("alice") + login("alice") + login("bob"), 2, "logins passed");
+    expect(healthz(), 1, "healthz");
+    sluice_decision d;
+    expect(sluice_last_decision(&d), SLUICE_ALLOWED, "sluice_last_decision");
+    expect(sluice_acquire("consumer.twice", NULL, 1, &d, &error), SLUICE_DENIED, "sluice_acquire");
+    expect((int)d.limit, 1, "its limit");
+    sluice_shutdown();
+    if (failures)
+        return 1;
+    printf("header_consumer: ok\n");
+    return 0;
+}
