@@ -2,15 +2,12 @@
  * real HTTP (libsoup's client), one real redis-server shared by two instances. */
 #include "fixture.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -307,19 +304,6 @@ static char *shared_keyfile(const char *redis_url, const char *on_error)
     return fixture_write_keyfile(text);
 }
 
-/* A loopback port nobody listens on (the kernel picks it; nothing binds it after). */
-static int closed_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* ---- two instances, one Redis --------------------------------------------------------- */
 
 /* A redis-server and two instances of the service on one keyfile that points at it. */
@@ -543,7 +527,7 @@ END_TEST
 
 START_TEST(a_failing_limiter_answers_503_when_the_keyfile_says_deny)
 {
-    g_autofree char *url = g_strdup_printf("redis://127.0.0.1:%d/0", closed_port());
+    g_autofree char *url = g_strdup_printf("redis://127.0.0.1:%d/0", test_redis_free_port());
     g_autofree char *deny = shared_keyfile(url, "deny");
     g_autofree char *allow = shared_keyfile(url, "allow");
     service *s = service_start(deny);

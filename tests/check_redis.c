@@ -3,12 +3,9 @@
  * server that is not there. */
 #include "fixture.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,17 +34,11 @@ START_TEST(unreachable_redis_at_init_does_not_stop_the_program)
 {
     sluice_decision d;
     g_autoptr(GError) error = NULL;
-    /* a port that nobody listens on */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
+    int port = test_redis_free_port(); /* a port that nobody listens on */
     g_autofree char *ini =
         g_strdup_printf("[sluice]\nbackend = redis\nredis = redis://127.0.0.1:%d\non_error = deny\n"
                         "[limit:x]\nlimit = 5\nwindow = 1s\n",
-                        ntohs(a.sin_port));
+                        port);
     g_autofree char *path = fixture_write_keyfile(ini);
     ck_assert(sluice_init(path, &error));
     ck_assert_int_eq(sluice_acquire("x", NULL, 1, &d, &error), SLUICE_ERROR);
@@ -529,13 +520,7 @@ END_TEST
 int main(void)
 {
     g_setenv("SLUICE_TEST_BACKEND", "redis", TRUE);
-    const char *const secure_args[] = {"--requirepass", PASSWORD, NULL};
-    secured = test_redis_start(secure_args);
-    redisContext *admin = test_redis_connect(secured, PASSWORD);
-    redisReply *r = redisCommand(admin, "ACL SETUSER app on >app-pass ~* +@all");
-    g_assert(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    redisFree(admin);
+    secured = test_redis_start_secured(PASSWORD, "app", "app-pass");
 
     Suite *s = suite_create("redis");
     TCase *tc = tcase_create("backend");

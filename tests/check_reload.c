@@ -23,13 +23,7 @@ static void setup(void)
 static void teardown(void)
 {
     sluice_shutdown();
-    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-    const char *name;
-    while (d && (name = g_dir_read_name(d))) {
-        g_autofree char *p = g_build_filename(dir, name, NULL);
-        g_unlink(p);
-    }
-    g_rmdir(dir);
+    test_remove_dir(dir);
     g_clear_pointer(&dir, g_free);
     g_clear_pointer(&path, g_free);
 }

@@ -2,12 +2,9 @@
  * and never in a log line or an error message, whatever fails. */
 #include "fixture.h"
 
-#include <arpa/inet.h>
 #include <glib/gstdio.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define PASSWORD "Pa55-w0rd-4-sluice"  /* the server's                    */
@@ -77,17 +74,6 @@ static gboolean seen_text(const char *text)
 
 /* ---- keyfiles ------------------------------------------------------------------ */
 
-static int unused_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* A keyfile for the secured server (port 0: one nobody listens on); userinfo
  * goes before the host ("" for none); extra lines go into [sluice]. */
 static char *keyfile(const char *userinfo, int port, const char *extra)
@@ -128,10 +114,7 @@ static char *secret_file(const char *contents)
 
 static void flush_secured(void)
 {
-    redisContext *ctx = test_redis_connect(secured, PASSWORD);
-    redisReply *r = redisCommand(ctx, "FLUSHALL");
-    freeReplyObject(r);
-    redisFree(ctx);
+    freeReplyObject(test_redis_command(secured, "FLUSHALL")); /* with the server's password */
 }
 
 /* sluice_init on path must work, and the limit must be decided in Redis. */
@@ -299,7 +282,7 @@ END_TEST
 START_TEST(an_unreachable_server_is_reported_without_the_password)
 {
     forget();
-    int port = unused_port();
+    int port = test_redis_free_port();
     g_setenv("SLUICE_REDIS_PASSWORD", WRONG, TRUE);
     g_autofree char *file = secret_file(WRONG "\n");
     g_autofree char *line = g_strdup_printf("password_file = %s", file);
@@ -369,13 +352,7 @@ int main(void)
     logged = g_string_new(NULL);
     g_log_set_writer_func(capture, NULL, NULL);
 
-    const char *const args[] = {"--requirepass", PASSWORD, NULL};
-    secured = test_redis_start(args);
-    redisContext *admin = test_redis_connect(secured, PASSWORD);
-    redisReply *r = redisCommand(admin, "ACL SETUSER app on >%s ~* +@all", ACL_PASS);
-    g_assert(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    redisFree(admin);
+    secured = test_redis_start_secured(PASSWORD, "app", ACL_PASS);
 
     Suite *s = suite_create("secrets");
     TCase *tc = tcase_create("secrets");
