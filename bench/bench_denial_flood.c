@@ -10,6 +10,7 @@
 #include <sluice/sluice.h>
 
 #include "redis_server.h"
+#include "setup.h"
 
 #define RUN_US (2 * G_USEC_PER_SEC)
 
@@ -50,16 +51,11 @@ static void run(test_redis *redis, gboolean cache, int threads, double *per_s, d
         g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\ntimeout = 2s\ndenial_cache = %s\n"
                         "[limit:flood]\nalgorithm = fixed_window\nlimit = 1\nwindow = 1h\n",
                         url, cache ? "true" : "false");
-    g_autofree char *path = NULL;
-    int fd = g_file_open_tmp("sluice-bench-XXXXXX.ini", &path, NULL);
-    close(fd);
-    g_file_set_contents(path, ini, -1, NULL);
-    GError *error = NULL;
-    if (!sluice_init(path, &error)) {
+    g_autoptr(GError) error = NULL;
+    if (!bench_init(ini, &error)) {
         fprintf(stderr, "bench_denial_flood: %s\n", error->message);
         exit(1);
     }
-    g_unlink(path);
     freeReplyObject(test_redis_command(redis, "FLUSHALL"));
     sluice_acquire("flood", "attacker", 1, NULL, NULL); /* the one admitted */
     gint64 before = script_calls(redis);

@@ -7,18 +7,13 @@
  * exits 0 whatever the figures are (a benchmark, not a test) and 1 when sluice cannot be set up.
  * Run it with scripts/bench; bench/README.md explains the figures. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <glib.h>
-#include <glib/gstdio.h>
 #include <sluice/sluice.h>
 
-#ifndef SLUICE_BENCH_BUILD_TYPE
-#define SLUICE_BENCH_BUILD_TYPE "unknown"
-#endif
+#include "setup.h"
+#include "timing.h"
 
 #define ROUNDS      7
 #define ROUND_NS    (300 * G_GINT64_CONSTANT(1000000)) /* each round runs at least 0.3 s */
@@ -169,14 +164,7 @@ static guint64 op_norule_guard(guint64 first, guint n)
     return admitted;
 }
 
-/* ---- timing ------------------------------------------------------------------- */
-
-static gint64 clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (gint64)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+/* ---- one round: the operation on one or more threads, timed ------------------ */
 
 typedef struct {
     bench_op op;
@@ -190,12 +178,6 @@ typedef struct {
     double typical_ns; /* per call, in the median batch                        */
 } worker;
 
-static int compare_guint32(const void *a, const void *b)
-{
-    guint32 x = *(const guint32 *)a, y = *(const guint32 *)b;
-    return (x > y) - (x < y);
-}
-
 /* Calls the operation in batches until ROUND_NS has passed on the monotonic clock,
  * timing every batch: the median batch is what a call costs when the thread is
  * not preempted (a batch lasts a few microseconds, a time slice milliseconds). */
@@ -206,20 +188,20 @@ static gpointer work(gpointer p)
     g_atomic_int_inc(w->ready);
     while (!g_atomic_int_get(w->start))
         ; /* spin: the threads start within a few hundred ns of each other */
-    gint64 cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    gint64 t0 = clock_ns(CLOCK_MONOTONIC), t = t0, last;
+    gint64 cpu0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    gint64 t0 = bench_clock_ns(CLOCK_MONOTONIC), t = t0, last;
     guint64 calls = 0, admitted = 0;
     do {
         last = t;
         admitted += w->op(w->first + calls, BATCH);
         calls += BATCH;
-        t = clock_ns(CLOCK_MONOTONIC);
+        t = bench_clock_ns(CLOCK_MONOTONIC);
         guint32 batch_ns = (guint32)MIN(t - last, G_MAXUINT32);
         g_array_append_val(batches, batch_ns);
     } while (t - t0 < ROUND_NS);
-    w->cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    qsort(batches->data, batches->len, sizeof(guint32), compare_guint32);
-    w->typical_ns = g_array_index(batches, guint32, batches->len / 2) / (double)BATCH;
+    w->cpu_ns = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    bench_sort_u32((guint32 *)batches->data, batches->len);
+    w->typical_ns = bench_quantile((guint32 *)batches->data, batches->len, 0.5) / (double)BATCH;
     g_array_free(batches, TRUE);
     w->calls = calls;
     w->admitted = admitted;
@@ -261,28 +243,6 @@ static sample run_round(bench_op op, guint threads)
     return s;
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *values)
-{
-    double sorted[ROUNDS];
-    memcpy(sorted, values, sizeof sorted);
-    qsort(sorted, ROUNDS, sizeof *sorted, compare_double);
-    return ROUNDS % 2 ? sorted[ROUNDS / 2] : (sorted[ROUNDS / 2 - 1] + sorted[ROUNDS / 2]) / 2;
-}
-
-static double best(const double *values)
-{
-    double b = values[0];
-    for (guint i = 1; i < ROUNDS; i++)
-        b = MIN(b, values[i]);
-    return b;
-}
-
 /* ---- the table ----------------------------------------------------------------- */
 
 #define ON_CPU_MIN 0.9 /* below this share a row is marked: its threads waited */
@@ -322,10 +282,13 @@ typedef struct {
 
 static row summarize(const char *figure, guint threads, const rounds *r, double target)
 {
-    double most = r->per_sec[0];
-    for (guint i = 1; i < ROUNDS; i++)
-        most = MAX(most, r->per_sec[i]);
-    return (row){figure, threads, best(r->ns), median(r->ns), most, median(r->on_cpu), target};
+    return (row){figure,
+                 threads,
+                 bench_min(r->ns, ROUNDS),
+                 bench_median(r->ns, ROUNDS),
+                 bench_max(r->per_sec, ROUNDS),
+                 bench_median(r->on_cpu, ROUNDS),
+                 target};
 }
 
 #define ROW_FORMAT "%-42s %7s %9s %9s %10s %7s %9s %6s\n"
@@ -421,27 +384,12 @@ static void measure_no_rule(void)
     }
     for (guint k = 1; k < G_N_ELEMENTS(forms); k++) {
         row line = summarize(forms[k].added, 1, &added[k], TARGET_NO_RULE_NS);
-        line.ns = best(r[k].ns) - best(r[0].ns);
+        line.ns = bench_min(r[k].ns, ROUNDS) - bench_min(r[0].ns, ROUNDS);
         print_row(&line);
     }
 }
 
 /* ---- main --------------------------------------------------------------------- */
-
-static char *write_keyfile(GError **error)
-{
-    char *path = NULL;
-    int fd = g_file_open_tmp("sluice-bench-XXXXXX.ini", &path, error);
-    if (fd < 0)
-        return NULL;
-    close(fd);
-    if (!g_file_set_contents(path, keyfile, -1, error)) {
-        g_unlink(path);
-        g_free(path);
-        return NULL;
-    }
-    return path;
-}
 
 int main(int argc, char **argv)
 {
@@ -452,23 +400,14 @@ int main(int argc, char **argv)
         return 2;
     }
     only = argc == 2 ? argv[1] : NULL;
-    g_autofree char *path = write_keyfile(&error);
-    if (!path) {
-        fprintf(stderr, "bench_memory: cannot write the keyfile: %s\n", error->message);
-        return 1;
-    }
-    gboolean ok = sluice_init(path, &error);
-    g_unlink(path);
-    if (!ok) {
-        fprintf(stderr, "bench_memory: sluice_init failed: %s\n", error->message);
+    if (!bench_init(keyfile, &error)) {
+        fprintf(stderr, "bench_memory: %s\n", error->message);
         return 1;
     }
     for (guint i = 0; i < KEYS; i++)
         keys[i] = g_strdup_printf("user-%04u", i);
 
-    printf("sluice %d.%d.%d, memory backend, build type %s, %ld CPUs online\n",
-           SLUICE_VERSION_MAJOR, SLUICE_VERSION_MINOR, SLUICE_VERSION_MICRO,
-           SLUICE_BENCH_BUILD_TYPE, sysconf(_SC_NPROCESSORS_ONLN));
+    bench_print_version("memory");
     printf("ns/call: the best of %d rounds of >= %.1f s (the median round in brackets); "
            "allowed rules: fixed_window, limit 2^50 per 1s\n\n",
            ROUNDS, ROUND_NS / 1e9);

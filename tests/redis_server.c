@@ -26,17 +26,7 @@
         }                                                                                          \
     } while (0)
 
-static void fail(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
-
-static void fail(GError **error, const char *format, ...)
-{
-    va_list ap;
-    va_start(ap, format);
-    char *message = g_strdup_vprintf(format, ap);
-    va_end(ap);
-    g_set_error_literal(error, g_quark_from_static_string("test-redis"), 1, message);
-    g_free(message);
-}
+#define TEST_REDIS_ERROR g_quark_from_static_string("test-redis")
 
 /* ---- free ports --------------------------------------------------------------------- */
 
@@ -333,7 +323,8 @@ test_redis *test_redis_try_start(const test_redis_options *options, GError **err
     if (!options)
         options = &plain;
     if (options->more_ports < 0 || options->more_ports >= TEST_REDIS_PORTS) {
-        fail(error, "more_ports is %d: from 0 to %d", options->more_ports, TEST_REDIS_PORTS - 1);
+        g_set_error(error, TEST_REDIS_ERROR, 1, "more_ports is %d: from 0 to %d",
+                    options->more_ports, TEST_REDIS_PORTS - 1);
         return NULL;
     }
     test_redis *redis = g_new0(test_redis, 1);
@@ -345,7 +336,8 @@ test_redis *test_redis_try_start(const test_redis_options *options, GError **err
     redis->more_ports = options->more_ports;
     redis->own_dir = options->dir == NULL;
     if (options->dir && g_mkdir_with_parents(options->dir, 0700) != 0) {
-        fail(error, "cannot make %s: %s", options->dir, g_strerror(errno));
+        g_set_error(error, TEST_REDIS_ERROR, 1, "cannot make %s: %s", options->dir,
+                    g_strerror(errno));
         free_redis(redis);
         return NULL;
     }
@@ -371,7 +363,8 @@ test_redis *test_redis_try_start(const test_redis_options *options, GError **err
             break;
     }
     if (error && !*error)
-        fail(error, "%s did not start on a free loopback port (5 attempts)", redis->program);
+        g_set_error(error, TEST_REDIS_ERROR, 1,
+                    "%s did not start on a free loopback port (5 attempts)", redis->program);
     if (redis->own_dir)
         test_remove_dir(redis->dir);
     free_redis(redis);

@@ -1,0 +1,90 @@
+/* What every benchmark times with: the clocks, CPU time, and the quantiles of what it measured. */
+#include "timing.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+gint64 bench_clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (gint64)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+gint64 bench_now_ns(void)
+{
+    return bench_clock_ns(CLOCK_MONOTONIC);
+}
+
+gint64 bench_rusage_ns(int who)
+{
+    struct rusage u;
+    getrusage(who, &u);
+    return ((gint64)u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000000 +
+           ((gint64)u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1000;
+}
+
+gint64 bench_process_cpu_ns(GPid pid)
+{
+    char path[64];
+    g_autofree char *text = NULL;
+    unsigned long long user, system;
+
+    g_snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return -1;
+    const char *p = strrchr(text, ')'); /* after the command name, which may hold spaces */
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &user,
+                     &system) != 2)
+        return -1;
+    return (gint64)((user + system) * 1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
+}
+
+static int compare_guint32(const void *a, const void *b)
+{
+    guint32 x = *(const guint32 *)a, y = *(const guint32 *)b;
+    return (x > y) - (x < y);
+}
+
+void bench_sort_u32(guint32 *values, gsize n)
+{
+    qsort(values, n, sizeof *values, compare_guint32);
+}
+
+guint32 bench_quantile(const guint32 *sorted, gsize n, double q)
+{
+    gsize i = (gsize)(q * (double)n + 0.999999);
+    return sorted[MIN(MAX(i, 1), n) - 1];
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(const double *values, guint n)
+{
+    g_autofree double *sorted = g_memdup2(values, n * sizeof *values);
+    qsort(sorted, n, sizeof *sorted, compare_double);
+    return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+double bench_min(const double *values, guint n)
+{
+    double m = values[0];
+    for (guint i = 1; i < n; i++)
+        m = MIN(m, values[i]);
+    return m;
+}
+
+double bench_max(const double *values, guint n)
+{
+    double m = values[0];
+    for (guint i = 1; i < n; i++)
+        m = MAX(m, values[i]);
+    return m;
+}
