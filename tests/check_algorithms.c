@@ -39,15 +39,15 @@ static void at(gint64 offset_us)
 
 /* ==== fixed_window: L = 3, W = 10 s =============================================== */
 
-static const char *fixed_window = "[limit:fw]\n"
-                                  "algorithm = fixed_window\n"
-                                  "limit = 3\n"
-                                  "window = 10s\n"
-                                  "[limit:fw_shared]\n"
-                                  "algorithm = fixed_window\n"
-                                  "limit = 3\n"
-                                  "window = 10s\n"
-                                  "per_key = false\n";
+static const char fixed_window[] = "[limit:fw]\n"
+                                   "algorithm = fixed_window\n"
+                                   "limit = 3\n"
+                                   "window = 10s\n"
+                                   "[limit:fw_shared]\n"
+                                   "algorithm = fixed_window\n"
+                                   "limit = 3\n"
+                                   "window = 10s\n"
+                                   "per_key = false\n";
 
 START_TEST(fixed_window_fresh_key_counts_down_from_the_limit)
 {
@@ -140,32 +140,17 @@ START_TEST(fixed_window_more_permits_than_the_limit_never_pass)
 }
 END_TEST
 
-START_TEST(fixed_window_per_key_true_splits_the_limit_and_false_shares_it)
-{
-    fixture_clock_start(S);
-    fixture_init(fixed_window);
-    ck_acquire("fw", "alice", 3, TRUE, 3, 0, -1, 10000);
-    ck_acquire("fw", "alice", 1, FALSE, 3, 0, 10000, 10000);
-    ck_acquire("fw", "bob", 1, TRUE, 3, 2, -1, 10000);
-
-    ck_acquire("fw_shared", "alice", 3, TRUE, 3, 0, -1, 10000);
-    ck_acquire("fw_shared", "bob", 1, FALSE, 3, 0, 10000, 10000);
-    ck_acquire("fw_shared", NULL, 1, FALSE, 3, 0, 10000, 10000);
-    sluice_shutdown();
-}
-END_TEST
-
 /* ==== sliding_log: L = 3, W = 10 s ================================================ */
 
-static const char *sliding_log = "[limit:log]\n"
-                                 "algorithm = sliding_log\n"
-                                 "limit = 3\n"
-                                 "window = 10s\n"
-                                 "[limit:log_shared]\n"
-                                 "algorithm = sliding_log\n"
-                                 "limit = 3\n"
-                                 "window = 10s\n"
-                                 "per_key = false\n";
+static const char sliding_log[] = "[limit:log]\n"
+                                  "algorithm = sliding_log\n"
+                                  "limit = 3\n"
+                                  "window = 10s\n"
+                                  "[limit:log_shared]\n"
+                                  "algorithm = sliding_log\n"
+                                  "limit = 3\n"
+                                  "window = 10s\n"
+                                  "per_key = false\n";
 
 START_TEST(sliding_log_fresh_key_counts_down_and_resets_from_the_newest_permit)
 {
@@ -238,21 +223,6 @@ START_TEST(sliding_log_multi_permit_waits_until_enough_permits_have_left)
 }
 END_TEST
 
-START_TEST(sliding_log_peek_consumes_nothing_and_says_whether_one_would_pass)
-{
-    fixture_clock_start(S);
-    fixture_init(sliding_log);
-    ck_acquire("log", "alice", 0, TRUE, 3, 3, -1, 0);
-    ck_acquire("log", "alice", 2, TRUE, 3, 1, -1, 10000);
-    ck_acquire("log", "alice", 0, TRUE, 3, 1, -1, 10000);
-    ck_acquire("log", "alice", 0, TRUE, 3, 1, -1, 10000);
-    ck_acquire("log", "alice", 1, TRUE, 3, 0, -1, 10000);
-    at(700); /* 10 000 000 - 700 = 9 999 300 µs */
-    ck_acquire("log", "alice", 0, FALSE, 3, 0, 10000, 10000);
-    sluice_shutdown();
-}
-END_TEST
-
 START_TEST(sliding_log_more_permits_than_the_limit_never_pass)
 {
     fixture_clock_start(S);
@@ -265,34 +235,19 @@ START_TEST(sliding_log_more_permits_than_the_limit_never_pass)
 }
 END_TEST
 
-START_TEST(sliding_log_per_key_true_splits_the_limit_and_false_shares_it)
-{
-    fixture_clock_start(S);
-    fixture_init(sliding_log);
-    ck_acquire("log", "alice", 3, TRUE, 3, 0, -1, 10000);
-    ck_acquire("log", "alice", 1, FALSE, 3, 0, 10000, 10000);
-    ck_acquire("log", "bob", 1, TRUE, 3, 2, -1, 10000);
-
-    ck_acquire("log_shared", "alice", 3, TRUE, 3, 0, -1, 10000);
-    ck_acquire("log_shared", "bob", 1, FALSE, 3, 0, 10000, 10000);
-    ck_acquire("log_shared", NULL, 1, FALSE, 3, 0, 10000, 10000);
-    sluice_shutdown();
-}
-END_TEST
-
 /* ==== sliding_window: L = 10, W = 1 s (Wms = 1000) ================================
  * Windows are aligned to multiples of W: S = 1 000 250 lies in [1 000 000, 2 000 000).
  * In these tests offsets are absolute clock times, set with fixture_clock_set. */
 
-static const char *sliding_window = "[limit:sw]\n"
-                                    "algorithm = sliding_window\n"
-                                    "limit = 10\n"
-                                    "window = 1s\n"
-                                    "[limit:sw_shared]\n"
-                                    "algorithm = sliding_window\n"
-                                    "limit = 10\n"
-                                    "window = 1s\n"
-                                    "per_key = false\n";
+static const char sliding_window[] = "[limit:sw]\n"
+                                     "algorithm = sliding_window\n"
+                                     "limit = 10\n"
+                                     "window = 1s\n"
+                                     "[limit:sw_shared]\n"
+                                     "algorithm = sliding_window\n"
+                                     "limit = 10\n"
+                                     "window = 1s\n"
+                                     "per_key = false\n";
 
 START_TEST(sliding_window_fresh_key_counts_down)
 {
@@ -398,20 +353,6 @@ START_TEST(sliding_window_multi_permit_over_the_limit_waits_for_the_next_window)
 }
 END_TEST
 
-START_TEST(sliding_window_peek_consumes_nothing_and_says_whether_one_would_pass)
-{
-    fixture_clock_start(S);
-    fixture_init(sliding_window);
-    ck_acquire("sw", "alice", 0, TRUE, 10, 10, -1, 0);
-    ck_acquire("sw", "alice", 9, TRUE, 10, 1, -1, 2000);
-    ck_acquire("sw", "alice", 0, TRUE, 10, 1, -1, 2000);
-    ck_acquire("sw", "alice", 0, TRUE, 10, 1, -1, 2000);
-    ck_acquire("sw", "alice", 1, TRUE, 10, 0, -1, 2000);
-    ck_acquire("sw", "alice", 0, FALSE, 10, 0, 1100, 2000);
-    sluice_shutdown();
-}
-END_TEST
-
 START_TEST(sliding_window_more_permits_than_the_limit_never_pass)
 {
     fixture_clock_start(S);
@@ -423,40 +364,25 @@ START_TEST(sliding_window_more_permits_than_the_limit_never_pass)
 }
 END_TEST
 
-START_TEST(sliding_window_per_key_true_splits_the_limit_and_false_shares_it)
-{
-    fixture_clock_start(S);
-    fixture_init(sliding_window);
-    ck_acquire("sw", "alice", 10, TRUE, 10, 0, -1, 2000);
-    ck_acquire("sw", "alice", 1, FALSE, 10, 0, 1100, 2000);
-    ck_acquire("sw", "bob", 1, TRUE, 10, 9, -1, 2000);
-
-    ck_acquire("sw_shared", "alice", 10, TRUE, 10, 0, -1, 2000);
-    ck_acquire("sw_shared", "bob", 1, FALSE, 10, 0, 1100, 2000);
-    ck_acquire("sw_shared", NULL, 1, FALSE, 10, 0, 1100, 2000);
-    sluice_shutdown();
-}
-END_TEST
-
 /* ==== token_bucket: L = 10, W = 1 s, B = 5: T = 100 000 µs ========================= */
 
-static const char *token_bucket = "[limit:tb]\n"
-                                  "algorithm = token_bucket\n"
-                                  "limit = 10\n"
-                                  "window = 1s\n"
-                                  "burst = 5\n"
-                                  "[limit:tb_shared]\n"
-                                  "algorithm = token_bucket\n"
-                                  "limit = 10\n"
-                                  "window = 1s\n"
-                                  "burst = 5\n"
-                                  "per_key = false\n"
-                                  "[limit:tb_wait]\n"
-                                  "algorithm = token_bucket\n"
-                                  "limit = 10\n"
-                                  "window = 1s\n"
-                                  "burst = 5\n"
-                                  "wait = 500ms\n";
+static const char token_bucket[] = "[limit:tb]\n"
+                                   "algorithm = token_bucket\n"
+                                   "limit = 10\n"
+                                   "window = 1s\n"
+                                   "burst = 5\n"
+                                   "[limit:tb_shared]\n"
+                                   "algorithm = token_bucket\n"
+                                   "limit = 10\n"
+                                   "window = 1s\n"
+                                   "burst = 5\n"
+                                   "per_key = false\n"
+                                   "[limit:tb_wait]\n"
+                                   "algorithm = token_bucket\n"
+                                   "limit = 10\n"
+                                   "window = 1s\n"
+                                   "burst = 5\n"
+                                   "wait = 500ms\n";
 
 START_TEST(token_bucket_fresh_key_is_a_full_bucket)
 {
@@ -550,21 +476,6 @@ START_TEST(token_bucket_more_permits_than_the_burst_never_pass)
     ck_acquire_wait("tb", "alice", 6, 10000, FALSE, 5, 5, -1, 0);
     ck_assert_uint_eq(fixture_clock_sleeps(), 0);
     ck_acquire("tb", "alice", 5, TRUE, 5, 0, -1, 500);
-    sluice_shutdown();
-}
-END_TEST
-
-START_TEST(token_bucket_per_key_true_splits_the_limit_and_false_shares_it)
-{
-    fixture_clock_start(S);
-    fixture_init(token_bucket);
-    ck_acquire("tb", "alice", 5, TRUE, 5, 0, -1, 500);
-    ck_acquire("tb", "alice", 1, FALSE, 5, 0, 100, 500);
-    ck_acquire("tb", "bob", 1, TRUE, 5, 4, -1, 100);
-
-    ck_acquire("tb_shared", "alice", 5, TRUE, 5, 0, -1, 500);
-    ck_acquire("tb_shared", "bob", 1, FALSE, 5, 0, 100, 500);
-    ck_acquire("tb_shared", NULL, 1, FALSE, 5, 0, 100, 500);
     sluice_shutdown();
 }
 END_TEST
@@ -668,26 +579,26 @@ END_TEST
 
 /* ==== gcra: L = 5, W = 10 s, B = 5: T = 2 000 000 µs, DVT = 10 000 000 µs ========= */
 
-static const char *gcra = "[limit:gcra]\n"
-                          "algorithm = gcra\n"
-                          "limit = 5\n"
-                          "window = 10s\n"
-                          "burst = 5\n"
-                          "[limit:gcra_shared]\n"
-                          "algorithm = gcra\n"
-                          "limit = 5\n"
-                          "window = 10s\n"
-                          "burst = 5\n"
-                          "per_key = false\n"
-                          "[limit:cell]\n" /* CL.THROTTLE user123 15 30 60 */
-                          "algorithm = gcra\n"
-                          "limit = 30\n"
-                          "window = 60s\n"
-                          "burst = 16\n"
-                          "[limit:thirds]\n" /* T = 10 000 000 / 3 = 3 333 333 1/3 */
-                          "algorithm = gcra\n"
-                          "limit = 3\n"
-                          "window = 10s\n";
+static const char gcra[] = "[limit:gcra]\n"
+                           "algorithm = gcra\n"
+                           "limit = 5\n"
+                           "window = 10s\n"
+                           "burst = 5\n"
+                           "[limit:gcra_shared]\n"
+                           "algorithm = gcra\n"
+                           "limit = 5\n"
+                           "window = 10s\n"
+                           "burst = 5\n"
+                           "per_key = false\n"
+                           "[limit:cell]\n" /* CL.THROTTLE user123 15 30 60 */
+                           "algorithm = gcra\n"
+                           "limit = 30\n"
+                           "window = 60s\n"
+                           "burst = 16\n"
+                           "[limit:thirds]\n" /* T = 10 000 000 / 3 = 3 333 333 1/3 */
+                           "algorithm = gcra\n"
+                           "limit = 3\n"
+                           "window = 10s\n";
 
 START_TEST(gcra_answers_as_redis_cell_cl_throttle_would)
 {
@@ -757,21 +668,6 @@ START_TEST(gcra_multi_permit_call_advances_the_arrival_time_by_each_permit)
 }
 END_TEST
 
-START_TEST(gcra_peek_consumes_nothing_and_says_whether_one_would_pass)
-{
-    fixture_clock_start(S);
-    fixture_init(gcra);
-    /* a peek: ttl = tat - now = 0 */
-    ck_acquire("gcra", "alice", 0, TRUE, 5, 5, -1, 0);
-    ck_acquire("gcra", "alice", 1, TRUE, 5, 4, -1, 2000);
-    ck_acquire("gcra", "alice", 0, TRUE, 5, 4, -1, 2000);
-    ck_acquire("gcra", "alice", 0, TRUE, 5, 4, -1, 2000);
-    ck_acquire("gcra", "alice", 4, TRUE, 5, 0, -1, 10000);
-    ck_acquire("gcra", "alice", 0, FALSE, 5, 0, 2000, 10000);
-    sluice_shutdown();
-}
-END_TEST
-
 START_TEST(gcra_more_permits_than_the_burst_never_pass)
 {
     fixture_clock_start(S);
@@ -804,32 +700,17 @@ START_TEST(gcra_emission_interval_is_the_window_over_the_limit_exactly)
 }
 END_TEST
 
-START_TEST(gcra_per_key_true_splits_the_limit_and_false_shares_it)
-{
-    fixture_clock_start(S);
-    fixture_init(gcra);
-    ck_acquire("gcra", "alice", 5, TRUE, 5, 0, -1, 10000);
-    ck_acquire("gcra", "alice", 1, FALSE, 5, 0, 2000, 10000);
-    ck_acquire("gcra", "bob", 1, TRUE, 5, 4, -1, 2000);
-
-    ck_acquire("gcra_shared", "alice", 5, TRUE, 5, 0, -1, 10000);
-    ck_acquire("gcra_shared", "bob", 1, FALSE, 5, 0, 2000, 10000);
-    ck_acquire("gcra_shared", NULL, 1, FALSE, 5, 0, 2000, 10000);
-    sluice_shutdown();
-}
-END_TEST
-
 /* ==== concurrency: L = 2 in flight, leases live W = 1 s ============================ */
 
-static const char *concurrency = "[limit:cc]\n"
-                                 "algorithm = concurrency\n"
-                                 "limit = 2\n"
-                                 "window = 1s\n"
-                                 "[limit:cc_shared]\n"
-                                 "algorithm = concurrency\n"
-                                 "limit = 2\n"
-                                 "window = 1s\n"
-                                 "per_key = false\n";
+static const char concurrency[] = "[limit:cc]\n"
+                                  "algorithm = concurrency\n"
+                                  "limit = 2\n"
+                                  "window = 1s\n"
+                                  "[limit:cc_shared]\n"
+                                  "algorithm = concurrency\n"
+                                  "limit = 2\n"
+                                  "window = 1s\n"
+                                  "per_key = false\n";
 
 START_TEST(concurrency_fresh_key_counts_leases_down)
 {
@@ -978,18 +859,93 @@ START_TEST(concurrency_per_key_true_splits_the_limit_and_false_shares_it)
 }
 END_TEST
 
+/* ==== per_key, for each algorithm that has no release ============================= */
+
+/* An algorithm's rule with per_key = true and its twin with per_key = false (the keyfiles
+ * above): alice takes every permit and is refused; bob has permits of his own under the
+ * first, none under the second, nor has a call without a key. */
+typedef struct {
+    const char *keyfile, *name, *shared;
+    gint64 capacity;  /* the limit, or the burst */
+    gint64 retry;     /* of a refusal after alice took every permit */
+    gint64 reset;     /* after alice took every permit */
+    gint64 bob_reset; /* after bob took one permit of his own */
+} per_key_case;
+
+static const per_key_case per_key_cases[] = {
+    {fixed_window, "fw", "fw_shared", 3, 10000, 10000, 10000},
+    {sliding_log, "log", "log_shared", 3, 10000, 10000, 10000},
+    {sliding_window, "sw", "sw_shared", 10, 1100, 2000, 2000},
+    {token_bucket, "tb", "tb_shared", 5, 100, 500, 100},
+    {gcra, "gcra", "gcra_shared", 5, 2000, 10000, 2000},
+};
+
+START_TEST(per_key_true_splits_the_limit_and_false_shares_it)
+{
+    const per_key_case *c = &per_key_cases[_i];
+    gint64 l = c->capacity;
+    fixture_clock_start(S);
+    fixture_init(c->keyfile);
+    ck_acquire(c->name, "alice", l, TRUE, l, 0, -1, c->reset);
+    ck_acquire(c->name, "alice", 1, FALSE, l, 0, c->retry, c->reset);
+    ck_acquire(c->name, "bob", 1, TRUE, l, l - 1, -1, c->bob_reset);
+
+    ck_acquire(c->shared, "alice", l, TRUE, l, 0, -1, c->reset);
+    ck_acquire(c->shared, "bob", 1, FALSE, l, 0, c->retry, c->reset);
+    ck_acquire(c->shared, NULL, 1, FALSE, l, 0, c->retry, c->reset);
+    sluice_shutdown();
+}
+END_TEST
+
+/* ==== peeks, for the algorithms whose window starts with no hit ======================== */
+
+/* Peeks (0 permits) between takes: they consume nothing, and say whether one would pass. */
+typedef struct {
+    const char *keyfile, *name;
+    gint64 limit;
+    gint64 first;       /* permits of the first take: the rest is taken by the second */
+    gint64 first_reset; /* after the first take */
+    gint64 full_reset;  /* after the second */
+    gint64 at;          /* when the last peek asks (µs after S): refused */
+    gint64 retry;       /* its retry_after_ms (its reset_after_ms: full_reset) */
+} peek_case;
+
+static const peek_case peek_cases[] = {
+    /* at 700: 10 000 000 - 700 = 9 999 300 µs */
+    {sliding_log, "log", 3, 2, 10000, 10000, 700, 10000},
+    {sliding_window, "sw", 10, 9, 2000, 2000, 0, 1100},
+    {gcra, "gcra", 5, 1, 2000, 10000, 0, 2000},
+};
+
+START_TEST(peek_consumes_nothing_and_says_whether_one_would_pass)
+{
+    const peek_case *c = &peek_cases[_i];
+    gint64 l = c->limit;
+    fixture_clock_start(S);
+    fixture_init(c->keyfile);
+    ck_acquire(c->name, "alice", 0, TRUE, l, l, -1, 0); /* a peek: reset 0 */
+    ck_acquire(c->name, "alice", c->first, TRUE, l, l - c->first, -1, c->first_reset);
+    ck_acquire(c->name, "alice", 0, TRUE, l, l - c->first, -1, c->first_reset);
+    ck_acquire(c->name, "alice", 0, TRUE, l, l - c->first, -1, c->first_reset);
+    ck_acquire(c->name, "alice", l - c->first, TRUE, l, 0, -1, c->full_reset);
+    at(c->at);
+    ck_acquire(c->name, "alice", 0, FALSE, l, 0, c->retry, c->full_reset);
+    sluice_shutdown();
+}
+END_TEST
+
 /* ==== shadow mode =================================================================== */
 
-static const char *shadow = "[limit:fw_shadow]\n"
-                            "algorithm = fixed_window\n"
-                            "limit = 1\n"
-                            "window = 10s\n"
-                            "mode = shadow\n"
-                            "[limit:gcra_shadow]\n"
-                            "algorithm = gcra\n"
-                            "limit = 1\n"
-                            "window = 1s\n"
-                            "mode = shadow\n";
+static const char shadow[] = "[limit:fw_shadow]\n"
+                             "algorithm = fixed_window\n"
+                             "limit = 1\n"
+                             "window = 10s\n"
+                             "mode = shadow\n"
+                             "[limit:gcra_shadow]\n"
+                             "algorithm = gcra\n"
+                             "limit = 1\n"
+                             "window = 1s\n"
+                             "mode = shadow\n";
 
 /* One shadow call: SLUICE_ALLOWED (allowed TRUE, retry -1) whatever the state;
  * limit, remaining and reset as the enforcing rule would answer. */
@@ -1051,7 +1007,6 @@ int main(void)
     tcase_add_test(fw, fixed_window_peek_consumes_nothing_and_starts_no_window);
     tcase_add_test(fw, fixed_window_multi_permit_call_takes_all_or_nothing);
     tcase_add_test(fw, fixed_window_more_permits_than_the_limit_never_pass);
-    tcase_add_test(fw, fixed_window_per_key_true_splits_the_limit_and_false_shares_it);
     tcase_add_checked_fixture(fw, NULL, teardown);
     suite_add_tcase(s, fw);
 
@@ -1060,9 +1015,7 @@ int main(void)
     tcase_add_test(log, sliding_log_denies_until_the_oldest_permit_leaves);
     tcase_add_test(log, sliding_log_permit_leaves_exactly_one_window_after_it_passed);
     tcase_add_test(log, sliding_log_multi_permit_waits_until_enough_permits_have_left);
-    tcase_add_test(log, sliding_log_peek_consumes_nothing_and_says_whether_one_would_pass);
     tcase_add_test(log, sliding_log_more_permits_than_the_limit_never_pass);
-    tcase_add_test(log, sliding_log_per_key_true_splits_the_limit_and_false_shares_it);
     tcase_add_checked_fixture(log, NULL, teardown);
     suite_add_tcase(s, log);
 
@@ -1072,9 +1025,7 @@ int main(void)
     tcase_add_test(sw, sliding_window_edge_turns_the_current_count_into_the_previous);
     tcase_add_test(sw, sliding_window_previous_window_weighs_by_its_remaining_overlap);
     tcase_add_test(sw, sliding_window_multi_permit_over_the_limit_waits_for_the_next_window);
-    tcase_add_test(sw, sliding_window_peek_consumes_nothing_and_says_whether_one_would_pass);
     tcase_add_test(sw, sliding_window_more_permits_than_the_limit_never_pass);
-    tcase_add_test(sw, sliding_window_per_key_true_splits_the_limit_and_false_shares_it);
     tcase_add_checked_fixture(sw, NULL, teardown);
     suite_add_tcase(s, sw);
 
@@ -1085,7 +1036,6 @@ int main(void)
     tcase_add_test(tb, token_bucket_multi_permit_waits_for_all_its_tokens);
     tcase_add_test(tb, token_bucket_full_bucket_refills_from_the_moment_it_is_seen_full);
     tcase_add_test(tb, token_bucket_more_permits_than_the_burst_never_pass);
-    tcase_add_test(tb, token_bucket_per_key_true_splits_the_limit_and_false_shares_it);
     tcase_add_test(tb, token_bucket_waiter_reserves_its_tokens_and_sleeps_until_they_are_due);
     tcase_add_test(tb, token_bucket_caller_arriving_during_a_reservation_queues_behind_it);
     tcase_add_test(tb, token_bucket_waiter_whose_tokens_are_not_due_in_time_returns_at_once);
@@ -1098,10 +1048,8 @@ int main(void)
     tcase_add_test(gc, gcra_denies_until_one_emission_interval_has_passed);
     tcase_add_test(gc, gcra_edge_is_exact_to_the_microsecond);
     tcase_add_test(gc, gcra_multi_permit_call_advances_the_arrival_time_by_each_permit);
-    tcase_add_test(gc, gcra_peek_consumes_nothing_and_says_whether_one_would_pass);
     tcase_add_test(gc, gcra_more_permits_than_the_burst_never_pass);
     tcase_add_test(gc, gcra_emission_interval_is_the_window_over_the_limit_exactly);
-    tcase_add_test(gc, gcra_per_key_true_splits_the_limit_and_false_shares_it);
     tcase_add_checked_fixture(gc, NULL, teardown);
     suite_add_tcase(s, gc);
 
@@ -1119,6 +1067,18 @@ int main(void)
     tcase_add_test(cc, concurrency_per_key_true_splits_the_limit_and_false_shares_it);
     tcase_add_checked_fixture(cc, NULL, teardown);
     suite_add_tcase(s, cc);
+
+    TCase *pk = tcase_create("per_key");
+    tcase_add_loop_test(pk, per_key_true_splits_the_limit_and_false_shares_it, 0,
+                        G_N_ELEMENTS(per_key_cases));
+    tcase_add_checked_fixture(pk, NULL, teardown);
+    suite_add_tcase(s, pk);
+
+    TCase *peek = tcase_create("peek");
+    tcase_add_loop_test(peek, peek_consumes_nothing_and_says_whether_one_would_pass, 0,
+                        G_N_ELEMENTS(peek_cases));
+    tcase_add_checked_fixture(peek, NULL, teardown);
+    suite_add_tcase(s, peek);
 
     TCase *sh = tcase_create("shadow");
     tcase_add_test(sh, shadow_mode_allows_but_the_decision_shows_the_state);
