@@ -38,7 +38,7 @@ typedef struct {
 #define SENTINEL_URLS                                                                              \
     "expected redis+sentinel://[user:password@]host:port[,host:port...]/MASTER[?db=N]"
 
-/* DESIGN.md's example, inline comments and all. */
+/* An annotated keyfile, inline comments and all: every key as docs/keyfile.md describes it. */
 static const char design_example[] =
     "[sluice]\n"
     "backend   = memory                 # memory (default) | redis\n"

@@ -24,7 +24,7 @@ typedef enum {
 } sluice_error_code;
 
 /* The GError domain. (SLUICE_ERROR itself is the -1 return code of sluice_acquire,
- * as DESIGN.md's API says; the domain is therefore SLUICE_ERROR_DOMAIN.) */
+ * see <sluice/acquire.h> and docs/api.md; the domain is therefore SLUICE_ERROR_DOMAIN.) */
 #define SLUICE_ERROR_DOMAIN (sluice_error_quark())
 SLUICE_API GQuark sluice_error_quark(void);
 
