@@ -14,29 +14,6 @@ static void at(gint64 offset_us)
     fixture_clock_set(S + offset_us);
 }
 
-/* One sluice_acquire: asserts its return code (SLUICE_ALLOWED when allowed, else
- * SLUICE_DENIED), that no error was set, and every field of the decision. */
-#define ck_acquire(name, key, permits, allowed, limit, remaining, retry, reset)                    \
-    do {                                                                                           \
-        sluice_decision d_ = {0};                                                                  \
-        GError *e_ = NULL;                                                                         \
-        int rc_ = sluice_acquire((name), (key), (permits), &d_, &e_);                              \
-        ck_assert_msg(e_ == NULL, "sluice_acquire: %s", e_ ? e_->message : "");                    \
-        ck_assert_int_eq(rc_, ((allowed) ? SLUICE_ALLOWED : SLUICE_DENIED));                       \
-        ck_assert_decision(d_, (allowed), (limit), (remaining), (retry), (reset));                 \
-    } while (0)
-
-/* The same for sluice_acquire_wait with timeout_ms. */
-#define ck_acquire_wait(name, key, permits, timeout_ms, allowed, limit, remaining, retry, reset)   \
-    do {                                                                                           \
-        sluice_decision d_ = {0};                                                                  \
-        GError *e_ = NULL;                                                                         \
-        int rc_ = sluice_acquire_wait((name), (key), (permits), (timeout_ms), &d_, &e_);           \
-        ck_assert_msg(e_ == NULL, "sluice_acquire_wait: %s", e_ ? e_->message : "");               \
-        ck_assert_int_eq(rc_, ((allowed) ? SLUICE_ALLOWED : SLUICE_DENIED));                       \
-        ck_assert_decision(d_, (allowed), (limit), (remaining), (retry), (reset));                 \
-    } while (0)
-
 /* ==== fixed_window: L = 3, W = 10 s =============================================== */
 
 static const char fixed_window[] = "[limit:fw]\n"

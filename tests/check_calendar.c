@@ -7,16 +7,7 @@
 #define MIDNIGHT G_GINT64_CONSTANT(1795478400000000)
 #define HOUR     G_GINT64_CONSTANT(3600000000)
 
-#define ck_at(now_us, name, permits, allowed, limit, remaining, retry, reset)                      \
-    do {                                                                                           \
-        sluice_decision d_ = {0};                                                                  \
-        GError *e_ = NULL;                                                                         \
-        fixture_clock_set(now_us);                                                                 \
-        int rc_ = sluice_acquire((name), "k", (permits), &d_, &e_);                                \
-        ck_assert_msg(e_ == NULL, "sluice_acquire: %s", e_ ? e_->message : "");                    \
-        ck_assert_int_eq(rc_, ((allowed) ? SLUICE_ALLOWED : SLUICE_DENIED));                       \
-        ck_assert_decision(d_, (allowed), (limit), (remaining), (retry), (reset));                 \
-    } while (0)
+#define ck_at(now_us, name, ...) ck_acquire_at(now_us, name, "k", __VA_ARGS__)
 
 static const char *calendar = "[limit:daily]\nalgorithm = fixed_window\nlimit = 2\nwindow = 1d\n"
                               "anchor = epoch\n"

@@ -24,16 +24,7 @@ typedef __int128 i128;
     } while (0)
 
 /* One sluice_acquire at now_us: asserts the return code and every field. */
-#define ck_at(now_us, name, permits, allowed, limit, remaining, retry, reset)                      \
-    do {                                                                                           \
-        sluice_decision d_ = {0};                                                                  \
-        GError *e_ = NULL;                                                                         \
-        fixture_clock_set(now_us);                                                                 \
-        int rc_ = sluice_acquire((name), "k", (permits), &d_, &e_);                                \
-        ck_assert_msg(e_ == NULL, "sluice_acquire: %s", e_ ? e_->message : "");                    \
-        ck_assert_int_eq(rc_, ((allowed) ? SLUICE_ALLOWED : SLUICE_DENIED));                       \
-        ck_assert_decision(d_, (allowed), (limit), (remaining), (retry), (reset));                 \
-    } while (0)
+#define ck_at(now_us, name, ...) ck_acquire_at(now_us, name, "k", __VA_ARGS__)
 
 /* ==== the reference: the same definitions on time scaled by L (ticks of 1/L µs) ===== */
 
@@ -588,8 +579,8 @@ START_TEST(states_of_the_whole_microsecond_layout_are_read_on_redis)
     fixture_init("[limit:g]\nalgorithm = gcra\nlimit = 5\nwindow = 10s\n"
                  "[limit:tb]\nalgorithm = token_bucket\nlimit = 10\nwindow = 1s\nburst = 5\n");
     /* gcra: the tat in decimal µs, 4 s ahead: remaining floor((10 - 4) / 2) */
-    freeReplyObject(
-        test_redis_command(fixture_redis(), "SET sluice:gc:{1:g:k} %" G_GINT64_FORMAT, s + 4000000));
+    freeReplyObject(test_redis_command(fixture_redis(), "SET sluice:gc:{1:g:k} %" G_GINT64_FORMAT,
+                                       s + 4000000));
     ck_at(s, "g", 0, TRUE, 5, 3, -1, 4000);
     /* token_bucket: format byte, tokens 2 and last refill now as little-endian doubles */
     unsigned char packed[17] = {1};

@@ -84,4 +84,32 @@ int fixture_run(Suite *suite);
         ck_assert_int_eq((d).reset_after_ms, (reset));                                             \
     } while (0)
 
+/* Runs `call`, which decides into d_ and sets e_ on error, and asserts its return code
+ * (SLUICE_ALLOWED when allowed, else SLUICE_DENIED), that no error was set, and every field
+ * of the decision. */
+#define ck_decided(call, allowed, limit, remaining, retry, reset)                                  \
+    do {                                                                                           \
+        sluice_decision d_ = {0};                                                                  \
+        GError *e_ = NULL;                                                                         \
+        int rc_ = (call);                                                                          \
+        ck_assert_msg(e_ == NULL, "%s: %s", #call, e_ ? e_->message : "");                         \
+        ck_assert_int_eq(rc_, ((allowed) ? SLUICE_ALLOWED : SLUICE_DENIED));                       \
+        ck_assert_decision(d_, (allowed), (limit), (remaining), (retry), (reset));                 \
+    } while (0)
+
+/* One sluice_acquire, asserted as ck_decided does. */
+#define ck_acquire(name, key, permits, ...)                                                        \
+    ck_decided(sluice_acquire((name), (key), (permits), &d_, &e_), __VA_ARGS__)
+
+/* The same for sluice_acquire_wait with timeout_ms. */
+#define ck_acquire_wait(name, key, permits, timeout_ms, ...)                                       \
+    ck_decided(sluice_acquire_wait((name), (key), (permits), (timeout_ms), &d_, &e_), __VA_ARGS__)
+
+/* ck_acquire at now_us on the fake clock. */
+#define ck_acquire_at(now_us, name, key, permits, allowed, limit, remaining, retry, reset)         \
+    do {                                                                                           \
+        fixture_clock_set(now_us);                                                                 \
+        ck_acquire(name, key, permits, allowed, limit, remaining, retry, reset);                   \
+    } while (0)
+
 #endif
