@@ -78,10 +78,8 @@ static char *keyfile(const char *contents)
 {
     if (!fixture_on_redis())
         return fixture_write_keyfile(contents);
-    freeReplyObject(test_redis_command(fixture_redis(), "FLUSHALL"));
-    g_autofree char *url = test_redis_url(fixture_redis());
-    g_autofree char *with =
-        g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\ntimeout = 2s\n%s", url, contents);
+    fixture_flush();
+    g_autofree char *with = fixture_contents(contents);
     return fixture_write_keyfile(with);
 }
 

@@ -283,12 +283,10 @@ static const keyfile_case cases[] = {
             "[sluice] sentinel_password_file = /nonexistent/s.pass: cannot read "
             "/nonexistent/s.pass: No such file or directory"),
     /* until the backend reaches them */
-    REFUSED("sentinel_url_is_refused_by_the_backend_until_it_is_supported",
-            "[sluice]\nbackend = redis\nredis = redis+sentinel://127.0.0.1:26379/m\n",
-            "[sluice] redis: redis+sentinel:// is not supported yet; expected redis:// or unix://"),
     REFUSED("tls_url_is_refused_by_the_backend_until_it_is_supported",
             "[sluice]\nbackend = redis\nredis = rediss://127.0.0.1:6380\n",
-            "[sluice] redis: rediss:// is not supported yet; expected redis:// or unix://"),
+            "[sluice] redis: rediss:// is not supported yet; expected redis://, unix://, "
+            "redis+cluster:// or redis+sentinel://"),
     ACCEPTED("token_bucket_limit_that_does_not_divide_the_window_is_accepted",
              "[limit:tb]\nalgorithm = token_bucket\nlimit = 750000\nwindow = 1s\nburst = 1\n", "tb",
              1),

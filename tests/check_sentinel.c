@@ -2,6 +2,7 @@
 #include "fixture.h"
 #include "redis_sentinel.h"
 
+#include <glib/gstdio.h>
 #include <sluice/error.h>
 #include <string.h>
 
@@ -23,7 +24,7 @@ START_TEST(the_fixture_fails_over_when_the_master_dies)
 
     gint64 killed = g_get_monotonic_time(), switched = 0;
     test_redis_kill(s->node[0]);
-    test_redis *promoted = test_sentinel_wait_switch(s, sub, 20 * G_USEC_PER_SEC, &switched);
+    test_redis *promoted = test_sentinel_wait_switch(s, &sub, 1, 20 * G_USEC_PER_SEC, &switched);
     ck_assert_ptr_eq(promoted, s->node[1]);
     g_printerr("check_sentinel: +switch-master %.2f s after the master died\n",
                (double)(switched - killed) / G_USEC_PER_SEC);
@@ -160,6 +161,211 @@ START_TEST(a_wrong_sentinel_password_or_master_name_is_said)
 }
 END_TEST
 
+/* ---- the redis backend through Sentinels ---------------------------------------------- */
+
+/* A keyfile for s: redis+sentinel:// with the data nodes' password in the URL and
+ * the Sentinels' in a file (sentinel_password is what the file holds). */
+static char *keyfile_for(const test_sentinel *s, const char *sentinel_password, const char *rest)
+{
+    g_autofree char *path = fixture_write_keyfile(sentinel_password);
+    g_chmod(path, 0600);
+    return g_strdup_printf(
+        "[sluice]\nbackend = redis\n"
+        "redis = redis+sentinel://:%s@127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/%s\n"
+        "sentinel_password_file = %s\n%s",
+        s->password, s->sentinel[0]->port, s->sentinel[1]->port, s->sentinel[2]->port,
+        TEST_SENTINEL_MASTER, path, rest);
+}
+
+static gboolean init_with(const char *contents, GError **error)
+{
+    g_autofree char *path = fixture_write_keyfile(contents);
+    g_chmod(path, 0600); /* it holds the data nodes' password */
+    gboolean ok = sluice_init(path, error);
+    g_unlink(path);
+    return ok;
+}
+
+/* sluice_init finds the master through the Sentinels, with both passwords; a wrong
+ * Sentinel password stops it, as a wrong server password does. */
+START_TEST(init_finds_the_master_through_the_sentinels)
+{
+    g_autofree char *good =
+        keyfile_for(shared, SENTINEL_PASSWORD, "timeout = 2s\n[limit:x]\nlimit = 2\nwindow = 1m\n");
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(init_with(good, &error), "%s", error ? error->message : "");
+    sluice_decision d;
+    ck_assert_msg(sluice_acquire("x", "init", 1, &d, &error) == SLUICE_ALLOWED, "%s",
+                  error ? error->message : "denied");
+    redisReply *r = test_sentinel_node_command(shared, shared->node[0], "DBSIZE");
+    ck_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer > 0); /* the master holds it */
+    freeReplyObject(r);
+    sluice_shutdown();
+
+    g_autofree char *bad = keyfile_for(shared, "wrong", "[limit:x]\nlimit = 2\nwindow = 1m\n");
+    ck_assert(!init_with(bad, &error));
+    ck_assert_msg(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH), "%s",
+                  error->message);
+    ck_assert_msg(strstr(error->message, "redis sentinel 127.0.0.1:") &&
+                      !strstr(error->message, "wrong"),
+                  "%s", error->message);
+}
+END_TEST
+
+/* ---- failover while threads decide --------------------------------------------------------- */
+
+#define TIMEOUT_MS 50
+#define WINDOW_US  200000 /* shorter than the outage: no window spans it */
+#define LIMIT      40
+
+typedef struct {
+    gint64 sent, received; /* monotonic µs */
+    gint64 net_us;         /* how long it took, less the time the thread waited for a CPU */
+    int result;            /* SLUICE_ALLOWED, _DENIED, _ERROR */
+    gboolean allowed;
+} call_record;
+
+typedef struct {
+    gint stop;
+    GMutex lock;
+    GArray *calls; /* call_record */
+} run;
+
+static gpointer decide(gpointer data)
+{
+    run *r = data;
+    GArray *mine = g_array_new(FALSE, FALSE, sizeof(call_record));
+    while (!g_atomic_int_get(&r->stop)) {
+        call_record c;
+        gint64 w0, w1;
+        sluice_decision d = {0};
+        GError *error = NULL;
+        fixture_thread_clock(&c.sent, &w0);
+        c.result = sluice_acquire("f", NULL, 1, &d, &error);
+        fixture_thread_clock(&c.received, &w1);
+        c.net_us = c.received - c.sent - (w1 - w0);
+        c.allowed = d.allowed;
+        g_clear_error(&error);
+        g_array_append_val(mine, c);
+        g_usleep(500); /* 4 threads: about 8000 calls a second */
+    }
+    g_mutex_lock(&r->lock);
+    g_array_append_vals(r->calls, mine->data, mine->len);
+    g_mutex_unlock(&r->lock);
+    g_array_free(mine, TRUE);
+    return NULL;
+}
+
+static gint by_received(gconstpointer a, gconstpointer b)
+{
+    const call_record *x = a, *y = b;
+    return (x->received > y->received) - (x->received < y->received);
+}
+
+/* The most admissions that certainly fell in one window: sent after its start and
+ * answered by its end (Redis decided each somewhere between). */
+static guint most_admitted_in_a_window(GArray *calls)
+{
+    guint most = 0;
+    for (guint i = 0; i < calls->len; i++) {
+        const call_record *end = &g_array_index(calls, call_record, i);
+        guint in = 0;
+        for (guint j = 0; end->allowed && j <= i; j++) {
+            const call_record *c = &g_array_index(calls, call_record, j);
+            in += c->allowed && c->sent > end->received - WINDOW_US;
+        }
+        most = MAX(most, in);
+    }
+    return most;
+}
+
+/* The master dies while threads decide: each call ends within the timeout
+ * (on_error = deny answers meanwhile, and denies), decisions resume within a
+ * second of the Sentinels' +switch-master, no window admits more than the limit,
+ * and the old master, started again, is never sent a script. */
+START_TEST(decisions_resume_on_the_new_master_within_a_second_of_the_switch)
+{
+    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0};
+    test_sentinel *s = test_sentinel_start(&options);
+    g_autofree char *contents = keyfile_for(
+        s, SENTINEL_PASSWORD,
+        "timeout = 50ms\non_error = deny\n[limit:f]\nalgorithm = sliding_log\nlimit = 40\n"
+        "window = 200ms\n");
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(init_with(contents, &error), "%s", error ? error->message : "");
+    redisContext *subs[3];
+    for (int i = 0; i < 3; i++)
+        subs[i] = test_sentinel_subscribe(s, i);
+
+    run r = {0, {0}, g_array_new(FALSE, FALSE, sizeof(call_record))};
+    g_mutex_init(&r.lock);
+    GThread *threads[4];
+    for (guint i = 0; i < G_N_ELEMENTS(threads); i++)
+        threads[i] = g_thread_new("decide", decide, &r);
+    g_usleep(300000);
+    gint64 killed = g_get_monotonic_time(), switched = 0;
+    test_redis_kill(s->node[0]);
+    ck_assert_ptr_eq(test_sentinel_wait_switch(s, subs, 3, 20 * G_USEC_PER_SEC, &switched),
+                     s->node[1]);
+    g_usleep(1200000);
+    /* the old master is back, as a master until the Sentinels make it a replica:
+     * they name the new one, so nothing is sent to it (its full sync forks the new
+     * master, which may hold calls up for a while: not counted below) */
+    gint64 restarted = g_get_monotonic_time();
+    test_redis_restart(s->node[0]);
+    g_usleep(500000);
+    g_atomic_int_set(&r.stop, 1);
+    for (guint i = 0; i < G_N_ELEMENTS(threads); i++)
+        g_thread_join(threads[i]);
+    sluice_shutdown();
+
+    g_array_sort(r.calls, by_received);
+    gint64 bound = (TIMEOUT_MS + 10) * 1000 * fixture_time_scale(), failing = 0, resumed = 0;
+    guint errors = 0, after = 0, failed_after = 0;
+    for (guint i = 0; i < r.calls->len; i++) {
+        const call_record *c = &g_array_index(r.calls, call_record, i);
+        ck_assert_msg(c->net_us <= bound, "a call took %" G_GINT64_FORMAT " µs", c->net_us);
+        if (c->result == SLUICE_ERROR) {
+            ck_assert(!c->allowed); /* on_error = deny */
+            errors++;
+        }
+        if (c->sent < killed)
+            continue;
+        if (!failing && c->result == SLUICE_ERROR)
+            failing = c->sent; /* the first call the dead master failed */
+        else if (failing && !resumed && c->result != SLUICE_ERROR && c->sent > failing)
+            resumed = c->received;
+        if (resumed && c->sent > resumed && c->received < restarted) {
+            after++;
+            failed_after += c->result == SLUICE_ERROR;
+        }
+    }
+    g_printerr("check_sentinel: %u calls, %u failed; +switch-master %.2f s after the master "
+               "died, decisions resumed %.1f ms after it; then %u of %u calls failed\n",
+               r.calls->len, errors, (double)(switched - killed) / G_USEC_PER_SEC,
+               (double)(resumed - switched) / 1000, failed_after, after);
+    ck_assert_int_gt(failing, 0);
+    /* (maybe before the message came: a Sentinel names the promoted replica, and the
+     * replica says it is the master, as soon as it is promoted) */
+    ck_assert_int_lt(resumed, switched + G_USEC_PER_SEC);
+    /* the new master decides from then on (a call may still time out now and then
+     * on a loaded machine: the breaker's and the timeout's business) */
+    ck_assert_uint_le(failed_after * 20, after);
+    ck_assert_uint_le(most_admitted_in_a_window(r.calls), LIMIT);
+
+    redisReply *stats = test_sentinel_node_command(s, s->node[0], "INFO commandstats");
+    ck_assert(stats && stats->type == REDIS_REPLY_STRING);
+    ck_assert_msg(!strstr(stats->str, "cmdstat_evalsha") && !strstr(stats->str, "cmdstat_eval:"),
+                  "%s", stats->str);
+    freeReplyObject(stats);
+    for (int i = 0; i < 3; i++)
+        redisFree(subs[i]);
+    g_array_free(r.calls, TRUE);
+    g_mutex_clear(&r.lock);
+    test_sentinel_stop(s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sentinel");
@@ -175,6 +381,12 @@ int main(void)
     tcase_add_test(resolving, a_sentinel_that_does_not_answer_is_passed_over_in_its_time);
     tcase_add_test(resolving, a_sentinel_that_names_a_replica_is_passed_over);
     tcase_add_test(resolving, a_wrong_sentinel_password_or_master_name_is_said);
+    tcase_add_test(resolving, init_finds_the_master_through_the_sentinels);
     suite_add_tcase(s, resolving);
+
+    TCase *failover = tcase_create("failover");
+    tcase_set_timeout(failover, 60);
+    tcase_add_test(failover, decisions_resume_on_the_new_master_within_a_second_of_the_switch);
+    suite_add_tcase(s, failover);
     return fixture_run(s);
 }

@@ -52,20 +52,32 @@ char *fixture_write_keyfile(const char *contents)
 
 static test_redis *redis;
 static test_cluster *cluster;
+static test_sentinel *sentinel;
 
 gboolean fixture_on_cluster(void)
 {
     return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "cluster") == 0;
 }
 
+gboolean fixture_on_sentinel(void)
+{
+    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "sentinel") == 0;
+}
+
 gboolean fixture_on_redis(void)
 {
-    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "redis") == 0 || fixture_on_cluster();
+    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "redis") == 0 || fixture_on_cluster() ||
+           fixture_on_sentinel();
 }
 
 test_cluster *fixture_cluster(void)
 {
     return cluster;
+}
+
+test_sentinel *fixture_sentinel(void)
+{
+    return sentinel;
 }
 
 test_redis *fixture_redis(void)
@@ -77,7 +89,9 @@ char *fixture_contents(const char *contents)
 {
     if (!redis && !cluster)
         return g_strdup(contents);
-    g_autofree char *url = redis ? test_redis_url(redis) : test_cluster_url(cluster);
+    g_autofree char *url = sentinel ? test_sentinel_url(sentinel)
+                           : redis  ? test_redis_url(redis)
+                                    : test_cluster_url(cluster);
     /* GKeyFile merges a second [sluice] group of the test's into this one, its
      * values last. A call's timeout covers its connect too: on a loaded machine
      * 50 ms is not always enough, and these suites test answers, not timing.
@@ -349,10 +363,17 @@ static gboolean keys_spread_over_every_master(void)
 int fixture_run(Suite *suite)
 {
     SRunner *runner = srunner_create(suite);
-    if (fixture_on_cluster())
+    if (fixture_on_cluster()) {
         cluster = test_cluster_start(NULL); /* 3 masters; the forked tests inherit it */
-    else if (fixture_on_redis())
+    } else if (fixture_on_sentinel()) {
+        /* the master stays the master: a test that pauses it for a while (a hung
+         * server) does not make the Sentinels fail over */
+        const test_sentinel_options slow = {NULL, NULL, 10000};
+        sentinel = test_sentinel_start(&slow);
+        redis = sentinel->node[0];
+    } else if (fixture_on_redis()) {
         redis = test_redis_start(NULL); /* the forked tests inherit it */
+    }
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
@@ -360,8 +381,12 @@ int fixture_run(Suite *suite)
         g_printerr("fixture: a master of the cluster holds no key\n");
         failed++;
     }
-    test_redis_stop(redis);
+    if (sentinel)
+        test_sentinel_stop(sentinel); /* and its master, `redis` */
+    else
+        test_redis_stop(redis);
     redis = NULL;
+    sentinel = NULL;
     test_cluster_stop(cluster);
     cluster = NULL;
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -15,8 +15,8 @@ char *fixture_write_keyfile(const char *contents);
 char *fixture_contents(const char *contents);
 
 /* sluice_init on a keyfile with these contents; fails the test on error. When the
- * suite runs against Redis (SLUICE_TEST_BACKEND=redis), the keyfile is pointed at
- * the suite's redis-server (timeout = 2s unless its own [sluice] says otherwise)
+ * suite runs against Redis (SLUICE_TEST_BACKEND=redis or sentinel), the keyfile is
+ * pointed at the suite's redis-server (timeout = 2s unless its own [sluice] says otherwise)
  * and that server is flushed first. */
 void fixture_init(const char *contents);
 
@@ -24,9 +24,11 @@ void fixture_init(const char *contents);
  * memory). */
 void fixture_flush(void);
 
-/* TRUE when SLUICE_TEST_BACKEND=redis: fixture_run starts a redis-server. */
+/* TRUE when SLUICE_TEST_BACKEND=redis: fixture_run starts a redis-server (or
+ * =cluster, =sentinel, below). */
 gboolean fixture_on_redis(void);
-/* The suite's redis-server (NULL on memory and on a Cluster). */
+/* The suite's redis-server (NULL on memory and on a Cluster; with Sentinel, the
+ * master). */
 #include "redis_server.h"
 test_redis *fixture_redis(void);
 /* TRUE when SLUICE_TEST_BACKEND=cluster: fixture_run starts a Redis Cluster of 3
@@ -36,6 +38,13 @@ test_redis *fixture_redis(void);
 gboolean fixture_on_cluster(void);
 /* The suite's Cluster (NULL unless on a Cluster). */
 test_cluster *fixture_cluster(void);
+/* TRUE when SLUICE_TEST_BACKEND=sentinel: fixture_run starts a master, its replica
+ * and three Sentinels (tests/redis_sentinel.h), keyfiles name the master through
+ * them (redis+sentinel://), and fixture_on_redis is TRUE too. */
+#include "redis_sentinel.h"
+gboolean fixture_on_sentinel(void);
+/* The suite's Sentinels and their servers (NULL unless on Sentinel). */
+test_sentinel *fixture_sentinel(void);
 
 /* Installs a fake clock reading start_us. Waiting callers advance it instead of
  * sleeping. */

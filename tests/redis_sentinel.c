@@ -1,6 +1,7 @@
 /* A Sentinel-managed Redis for the tests: a master, its replica and three redis-sentinel. */
 #include "redis_sentinel.h"
 
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,22 +244,39 @@ redisContext *test_sentinel_subscribe(const test_sentinel *s, int i)
     return ctx;
 }
 
-test_redis *test_sentinel_wait_switch(const test_sentinel *s, redisContext *ctx, gint64 timeout_us,
-                                      gint64 *at_us)
+/* The node a +switch-master message names as the new master, or NULL. */
+static test_redis *switched_to(const test_sentinel *s, const redisReply *r)
 {
-    struct timeval tv = {timeout_us / G_USEC_PER_SEC, timeout_us % G_USEC_PER_SEC};
-    redisSetTimeout(ctx, tv);
-    redisReply *r = NULL;
-    if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r)
-        return NULL; /* timed out: the context is of no more use */
-    *at_us = g_get_monotonic_time();
     /* ["message", "+switch-master", "NAME OLD-IP OLD-PORT NEW-IP NEW-PORT"] */
-    test_redis *named = NULL;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
-        g_auto(GStrv) words = g_strsplit(r->element[2]->str, " ", -1);
-        if (g_strv_length(words) == 5 && strcmp(words[0], TEST_SENTINEL_MASTER) == 0)
-            named = node_at(s, (int)g_ascii_strtoll(words[4], NULL, 10));
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
+        return NULL;
+    g_auto(GStrv) words = g_strsplit(r->element[2]->str, " ", -1);
+    if (g_strv_length(words) != 5 || strcmp(words[0], TEST_SENTINEL_MASTER) != 0)
+        return NULL;
+    return node_at(s, (int)g_ascii_strtoll(words[4], NULL, 10));
+}
+
+test_redis *test_sentinel_wait_switch(const test_sentinel *s, redisContext *const *subs, int n,
+                                      gint64 timeout_us, gint64 *at_us)
+{
+    struct pollfd polled[8];
+    g_assert(n <= (int)G_N_ELEMENTS(polled));
+    gint64 end = g_get_monotonic_time() + timeout_us;
+    for (gint64 left; (left = end - g_get_monotonic_time()) > 0;) {
+        for (int i = 0; i < n; i++)
+            polled[i] = (struct pollfd){.fd = subs[i]->fd, .events = POLLIN};
+        if (poll(polled, n, (int)(left / 1000) + 1) <= 0)
+            continue;
+        *at_us = g_get_monotonic_time();
+        for (int i = 0; i < n; i++) {
+            redisReply *r = NULL;
+            if (!polled[i].revents || redisGetReply(subs[i], (void **)&r) != REDIS_OK || !r)
+                continue; /* a blocking read: the message is there */
+            test_redis *named = switched_to(s, r);
+            freeReplyObject(r);
+            if (named)
+                return named;
+        }
     }
-    freeReplyObject(r);
-    return named;
+    return NULL;
 }

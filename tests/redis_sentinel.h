@@ -44,10 +44,11 @@ test_redis *test_sentinel_other(const test_sentinel *s, const test_redis *node);
 
 /* A connection to Sentinel i subscribed to +switch-master (redisFree it). */
 redisContext *test_sentinel_subscribe(const test_sentinel *s, int i);
-/* Waits up to timeout_us for a +switch-master on ctx; the node it names as the new
- * master (NULL when none came), *at_us the monotonic time it arrived. */
-test_redis *test_sentinel_wait_switch(const test_sentinel *s, redisContext *ctx, gint64 timeout_us,
-                                      gint64 *at_us);
+/* Waits up to timeout_us for a +switch-master on any of the n subscriptions; the
+ * node the first names as the new master (NULL when none came in time), *at_us
+ * the monotonic time it arrived. */
+test_redis *test_sentinel_wait_switch(const test_sentinel *s, redisContext *const *subs, int n,
+                                      gint64 timeout_us, gint64 *at_us);
 
 /* Runs one command (printf-style) on node, authenticated with the data nodes'
  * password; the reply (freeReplyObject it), or NULL when the node does not answer. */

@@ -177,9 +177,10 @@ static void conclude(request *r, const sluice__verdict *v, GError *failure)
         g_source_destroy(r->timer);
         g_clear_pointer(&r->timer, g_source_unref);
     }
-    if (failure)
+    if (failure) {
         sluice__breaker_failure(&r->node->breaker, r->trial, failure->message);
-    else
+        sluice__redis_failed(r->b, r->node);
+    } else
         sluice__breaker_success(&r->node->breaker);
     if (failure && r->b->cluster) { /* a new master may serve the slot: read the map */
         sluice__redis_cluster_name_slot(failure, r->node, r->slot);
@@ -325,6 +326,7 @@ void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *no
             sluice__redis_cluster_name_slot(failure, node, slot);
             sluice__redis_cluster_refresh_soon(b->cluster, b->timeout_us);
         }
+        sluice__redis_failed(b, node);
         done(NULL, failure, data);
         return;
     }

@@ -231,8 +231,10 @@ static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__r
         return on_cluster(b, slot_of(&keys), g_get_monotonic_time() + b->timeout_us, attempt_script,
                           &sc, "script", TRUE, error);
     }
-    sluice__redis_node *node = sluice__redis_route(b, &keys);
+    sluice__redis_node *node = sluice__redis_route(b, &keys, error);
     gboolean trial;
+    if (!node)
+        return FALSE;
     if (!sluice__breaker_allow(&node->breaker, &trial)) {
         sluice__breaker_refuse(&node->breaker, error);
         return FALSE;
@@ -250,6 +252,7 @@ static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__r
     }
     if (!ok) {
         sluice__breaker_failure(&node->breaker, trial, failure->message);
+        sluice__redis_failed(b, node);
         g_propagate_error(error, failure);
         return FALSE;
     }
@@ -273,18 +276,22 @@ static void redis_decide_async(sluice__backend *backend, sluice__limiter *limite
     redis_backend *b = (redis_backend *)backend;
     sluice__redis_keys keys;
     sluice__redis_keys_build(&keys, b->prefixes[rule->algorithm], limiter->name, key);
-    sluice__redis_node *node = sluice__redis_route(b, &keys);
+    GError *failure = NULL;
+    sluice__redis_node *node;
     guint slot = 0;
     if (b->cluster) {
         slot = slot_of(&keys);
         node = sluice__redis_cluster_node(b->cluster, slot);
+        if (!node) { /* a Cluster whose map names no master for the slot */
+            g_set_error(&failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
+                        "no master is known to serve the slot");
+            sluice__redis_cluster_name_slot(failure, NULL, slot);
+            sluice__redis_cluster_refresh_soon(b->cluster, b->timeout_us);
+        }
+    } else {
+        node = sluice__redis_route(b, &keys, &failure); /* NULL: no master found yet */
     }
-    if (!node) { /* a Cluster whose map names no master for the slot */
-        GError *failure = NULL;
-        g_set_error(&failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
-                    "no master is known to serve the slot");
-        sluice__redis_cluster_name_slot(failure, NULL, slot);
-        sluice__redis_cluster_refresh_soon(b->cluster, b->timeout_us);
+    if (!node) {
         sluice__redis_keys_clear(&keys);
         done(NULL, failure, data);
         return;
@@ -327,15 +334,18 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
         return ok;
     }
     /* every key has the same hash tag: one node holds them all */
-    sluice__redis_node *node = sluice__redis_route(b, &keys[0]);
+    sluice__redis_node *node = sluice__redis_route(b, &keys[0], error);
     gboolean stale;
-    redisReply *reply =
-        sluice__redis_link_command(node->link, deadline, G_N_ELEMENTS(del), del, &stale, error);
+    redisReply *reply = node ? sluice__redis_link_command(node->link, deadline, G_N_ELEMENTS(del),
+                                                          del, &stale, error)
+                             : NULL;
     for (int i = 0; i < ALGORITHMS; i++)
         sluice__redis_keys_clear(&keys[i]);
     if (reply && reply->type == REDIS_REPLY_ERROR)
         sluice__redis_fail(error, SLUICE_ERROR_BACKEND, &node->endpoint, "DEL", reply->str);
     gboolean ok = reply && reply->type != REDIS_REPLY_ERROR;
+    if (node && !ok)
+        sluice__redis_failed(b, node);
     if (reply)
         freeReplyObject(reply);
     return ok;
@@ -348,6 +358,8 @@ static void redis_retire(sluice__backend *backend)
     redis_backend *b = (redis_backend *)backend;
     if (b->cluster)
         sluice__redis_cluster_retire(b->cluster);
+    else if (b->master)
+        sluice__redis_master_retire(b->master); /* and the thread that follows it stops */
     else
         sluice__redis_node_retire(b->node);
 }
@@ -357,6 +369,7 @@ static void redis_free(sluice__backend *backend)
     redis_backend *b = (redis_backend *)backend;
     sluice__redis_node_free(b->node);
     sluice__redis_cluster_free(b->cluster);
+    sluice__redis_master_free(b->master);
     sluice__redis_url_clear(&b->url);
     for (int i = 0; i < ALGORITHMS; i++)
         g_free(b->sha[i]);
@@ -389,9 +402,10 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         g_free(b);
         return NULL;
     }
-    if (b->url.topology == SLUICE__REDIS_SENTINEL || b->url.tls) {
+    if (b->url.tls) {
         g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG,
-                    "%s: [sluice] redis: %s:// is not supported yet; expected redis:// or unix://",
+                    "%s: [sluice] redis: %s:// is not supported yet; expected redis://, unix://, "
+                    "redis+cluster:// or redis+sentinel://",
                     config->path ? config->path : "defaults", sluice__redis_url_scheme(&b->url));
         sluice__redis_url_clear(&b->url);
         g_free(b);
@@ -417,6 +431,16 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
             }
             g_message("%s; on_error decides until a node of the cluster answers", failure->message);
             g_error_free(failure);
+        }
+        return &b->base;
+    }
+    if (b->url.topology == SLUICE__REDIS_SENTINEL) {
+        /* found now, then followed: bad credentials stop init, no master found does not */
+        b->master = sluice__redis_master_new(&b->url, config->redis_password,
+                                             config->sentinel_password, b->timeout_us, error);
+        if (!b->master) {
+            redis_free(&b->base);
+            return NULL;
         }
         return &b->base;
     }

@@ -7,6 +7,7 @@
 #include "backend.h"
 #include "redis/key.h"
 #include "redis/node.h"
+#include "redis/sentinel_master.h"
 #include "redis/url.h"
 
 #define SLUICE__ALGORITHMS 6
@@ -22,17 +23,25 @@ typedef struct {
     char *prefixes[SLUICE__ALGORITHMS];
     gint64 timeout_us;
     char *sha[SLUICE__ALGORITHMS];
-    sluice__redis_node *node;       /* the one server (NULL on a Cluster) */
+    sluice__redis_node *node;       /* the one server (NULL on a Cluster, with Sentinel) */
     sluice__redis_cluster *cluster; /* a Cluster's masters and slot map, or NULL */
+    sluice__redis_master *master;   /* redis+sentinel://: the master, as it moves, or NULL */
 } sluice__redis_backend;
 
 /* The node that holds keys (both keys of a call share one hash tag, so one node
- * holds both). */
-static inline sluice__redis_node *sluice__redis_route(sluice__redis_backend *b,
-                                                      const sluice__redis_keys *keys)
+ * holds both); NULL and *error when none is known now (no master found yet). */
+static inline sluice__redis_node *
+sluice__redis_route(sluice__redis_backend *b, const sluice__redis_keys *keys, GError **error)
 {
     (void)keys;
-    return b->node;
+    return b->master ? sluice__redis_master_node(b->master, error) : b->node;
+}
+
+/* A call to node failed: a Sentinel-managed backend looks for the master again. */
+static inline void sluice__redis_failed(sluice__redis_backend *b, sluice__redis_node *node)
+{
+    if (b->master)
+        sluice__redis_master_failed(b->master, node);
 }
 
 #endif
