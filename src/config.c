@@ -23,8 +23,9 @@
 static const char *const sluice_keys[] = {
     "backend", "redis",    "password_file", "sentinel_password_file", "key_prefix",
     "timeout", "on_error", "reload",        "denial_cache",           NULL};
-static const char *const limit_keys[] = {"algorithm", "limit",   "window", "burst", "wait",
-                                         "mode",      "per_key", "anchor", NULL};
+static const char *const limit_keys[] = {"algorithm", "limit",        "window",  "burst",
+                                         "wait",      "mode",         "per_key", "anchor",
+                                         "prefetch",  "prefetch_ttl", NULL};
 static const char *const algorithm_names[] = {
     "fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency", NULL};
 static const char *const backend_names[] = {"memory", "redis", NULL};
@@ -320,6 +321,31 @@ static void check_burst(reader *r, sluice__algorithm algorithm)
 }
 
 /* anchor where the algorithm has no windows to anchor. */
+/* prefetch: not for concurrency (a lease must be given back by the caller that
+ * took it) nor sliding_log (its exact window has no bound for permits used late);
+ * at most the capacity; prefetch_ttl only with it, and within the window. */
+static void check_prefetch(reader *r, const sluice__rule *rule)
+{
+    g_autofree char *n = value_of(r, "prefetch");
+    g_autofree char *ttl = value_of(r, "prefetch_ttl");
+    if (n && rule->prefetch > 0 &&
+        (rule->algorithm == SLUICE__CONCURRENCY || rule->algorithm == SLUICE__SLIDING_LOG))
+        report(r, "prefetch", n,
+               g_strdup_printf("applies only to fixed_window, sliding_window, token_bucket and "
+                               "gcra, not %s",
+                               sluice__algorithm_name(rule->algorithm)));
+    else if (n && rule->prefetch > sluice__rule_capacity(rule) && sluice__rule_capacity(rule) > 0)
+        report(r, "prefetch", n,
+               g_strdup_printf("more than the %" G_GINT64_FORMAT
+                               " permits that can pass at once; expected at most that",
+                               sluice__rule_capacity(rule)));
+    if (ttl && rule->prefetch == 0)
+        report(r, "prefetch_ttl", ttl, g_strdup("applies only with prefetch = 1 or more"));
+    else if (ttl && rule->window_us > 0 && rule->prefetch_ttl_us > rule->window_us)
+        report(r, "prefetch_ttl", ttl,
+               g_strdup("longer than the window; expected at most the window, e.g. a tenth of it"));
+}
+
 static void check_anchor(reader *r, sluice__algorithm algorithm)
 {
     if (algorithm == SLUICE__FIXED_WINDOW)
@@ -415,8 +441,12 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     read_choice(r, "anchor", anchor_names, &anchor);
     rule->epoch = anchor == 1;
 
+    read_count(r, "prefetch", 0, SLUICE__MAX_PERMITS, &rule->prefetch);
+    rule->prefetch_ttl_us = MAX(1000, rule->window_us / 10);
+    read_duration(r, "prefetch_ttl", 1000, &rule->prefetch_ttl_us);
     check_burst(r, rule->algorithm);
     check_anchor(r, rule->algorithm);
+    check_prefetch(r, rule);
     if (r->problems->len == before && rule->window_us > 0 && rule->limit > 0)
         check_rule(r, rule);
     if (r->problems->len != before) {

@@ -73,6 +73,7 @@ void sluice__stats_read(const sluice_stats *stats, sluice_stats *out)
     out->waited = load(&stats->waited);
     out->degraded = load(&stats->degraded);
     out->cached_denied = load(&stats->cached_denied);
+    out->prefetched = load(&stats->prefetched);
     out->latency_ns_sum = load(&stats->latency_ns_sum);
     for (guint i = 0; i < SLUICE_STATS_BUCKETS; i++)
         out->latency[i] = load(&stats->latency[i]);

@@ -30,10 +30,12 @@ static inline void sluice__stats_degraded(sluice_stats *stats)
     __atomic_fetch_add(&stats->degraded, 1, __ATOMIC_RELAXED);
 }
 
-/* Counts a denial the denial cache answered. */
-static inline void sluice__stats_cached_denied(sluice_stats *stats)
+/* Counts a decision answered in process: a denial the denial cache answered, or
+ * (prefetched) permits this process had in hand. */
+static inline void sluice__stats_in_process(sluice_stats *stats, gboolean prefetched)
 {
-    __atomic_fetch_add(&stats->cached_denied, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(prefetched ? &stats->prefetched : &stats->cached_denied, 1,
+                       __ATOMIC_RELAXED);
 }
 
 /* Copies stats field by field with atomic loads (while others keep counting). */

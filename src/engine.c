@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "denial_cache.h"
+#include "prefetch.h"
 #include "counters.h"
 
 static sluice__backend *backend; /* atomic */
@@ -90,34 +91,80 @@ static void fall_back(sluice__limiter *limiter, const sluice__rule *rule, const 
     }
 }
 
-/* Asks the denial cache, then the backend; on failure applies on_error. Returns
- * FALSE with *error when the backend failed (then *v holds the policy's verdict).
- * *cached: the denial cache answered. */
+/* Where a verdict came from. */
+typedef enum {
+    FROM_BACKEND,
+    FROM_DENIAL_CACHE, /* a denial that still holds */
+    FROM_PREFETCH,     /* permits this process had in hand */
+} verdict_source;
+
+/* The permits to ask the backend b for when a call wants `permits` under rule: the
+ * rule's prefetch when it is more (then the rest is kept in hand), else 0. */
+static gint64 prefetching(sluice__backend *b, const sluice__rule *rule, gint64 permits,
+                          gint64 reserve_us)
+{
+    return rule->prefetch > permits && permits > 0 && reserve_us == 0 &&
+                   b != g_atomic_pointer_get(&local)
+               ? rule->prefetch
+               : 0;
+}
+
+/* Asks the backend for `permits` (sent at `sent`) and keeps a denial in the cache;
+ * FALSE and *failure when it failed. */
+static gboolean ask_backend(sluice__backend *b, sluice__limiter *limiter, const sluice__rule *rule,
+                            const char *key, gint64 permits, gint64 reserve_us, gboolean keep,
+                            gint64 sent, sluice__verdict *v, GError **failure)
+{
+    if (!b->funcs->decide(b, limiter, rule, key, permits, reserve_us, v, failure))
+        return FALSE;
+    if (keep && !v->allowed)
+        sluice__denial_cache_store(sluice__denial_cache_of(&limiter->denials), b, rule, key,
+                                   permits, sent, v);
+    return TRUE;
+}
+
+/* Answers from the denial cache or the permits in hand, or asks the backend (for
+ * the rule's prefetch when that is more, then for `permits` if it was refused);
+ * on failure applies on_error. Returns FALSE with *error when the backend failed
+ * (then *v holds the policy's verdict). *from: where the verdict came from; *start
+ * is set when a round trip begins, if it is not yet. */
 static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
-                    gint64 permits, gint64 reserve_us, sluice__verdict *v, gboolean *cached,
+                    gint64 permits, gint64 reserve_us, sluice__verdict *v, verdict_source *from,
                     gint64 *start, GError **error)
 {
     sluice__backend *b = g_atomic_pointer_get(&backend);
     GError *failure = NULL;
     gboolean keep = cacheable(b, rule, reserve_us);
+    gint64 want = prefetching(b, rule, permits, reserve_us);
     gint64 sent = 0;
-    if (keep) {
+    if (keep || want) {
         sent = sluice__clock_now(); /* before the command goes: see denial_cache_store */
-        if (sluice__denial_cache_lookup(g_atomic_pointer_get(&limiter->denials), b, rule, key,
-                                        permits, sent, v)) {
-            *cached = TRUE;
+        if (keep && sluice__denial_cache_lookup(g_atomic_pointer_get(&limiter->denials), b, rule,
+                                                key, permits, sent, v)) {
+            *from = FROM_DENIAL_CACHE;
+            return TRUE;
+        }
+        if (want && sluice__prefetch_take(g_atomic_pointer_get(&limiter->prefetched), b, rule, key,
+                                          permits, sent, v)) {
+            *from = FROM_PREFETCH;
             return TRUE;
         }
     }
     if (*start < 0 && b != g_atomic_pointer_get(&local))
         *start = sluice__stats_clock_ns(); /* every round trip is timed */
-    if (G_LIKELY(!injected_failure(&failure)) &&
-        b->funcs->decide(b, limiter, rule, key, permits, reserve_us, v, &failure)) {
-        if (keep && !v->allowed)
-            sluice__denial_cache_store(sluice__denial_cache_of(&limiter->denials), b, rule, key,
-                                       permits, sent, v);
-        return TRUE;
+    gboolean ok = G_LIKELY(!injected_failure(&failure));
+    if (ok && want) {
+        /* the backend counts all `want` as admitted now; the rest is kept in hand */
+        ok = ask_backend(b, limiter, rule, key, want, 0, FALSE, sent, v, &failure);
+        if (ok && v->allowed) {
+            sluice__prefetch_keep(sluice__prefetch_of(&limiter->prefetched), b, rule, key,
+                                  want - permits, sent, v);
+            v->remaining += want - permits;
+            return TRUE;
+        }
     }
+    if (ok && ask_backend(b, limiter, rule, key, permits, reserve_us, keep, sent, v, &failure))
+        return TRUE;
     fall_back(limiter, rule, key, permits, reserve_us, v);
     g_propagate_error(error, failure);
     return FALSE;
@@ -162,7 +209,7 @@ void sluice__engine_ask_async(sluice__limiter *limiter, const sluice__rule *rule
     sluice__verdict cached;
     if (keep && sluice__denial_cache_lookup(g_atomic_pointer_get(&limiter->denials), b, rule, key,
                                             permits, sent, &cached)) {
-        sluice__stats_cached_denied(&limiter->stats);
+        sluice__stats_in_process(&limiter->stats, FALSE);
         done(&cached, NULL, data);
         return;
     }
@@ -239,7 +286,7 @@ gint64 sluice__engine_reserve_us(const sluice__rule *rule, gint64 wait_us, gint6
  * the permits are due and asks again. *waited: it slept at least once. */
 static sluice__outcome decide(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
                               gint64 permits, gint64 wait_us, sluice_decision *out, gint64 *taken,
-                              gboolean *waited, gboolean *cached, gint64 *start, GError **error)
+                              gboolean *waited, verdict_source *from, gint64 *start, GError **error)
 {
     sluice__verdict v;
     gint64 deadline = wait_us > 0 ? sluice__clock_now() + wait_us : 0;
@@ -247,7 +294,7 @@ static sluice__outcome decide(sluice__limiter *limiter, const sluice__rule *rule
         guint64 seen =
             rule->algorithm == SLUICE__CONCURRENCY && wait_us > 0 ? sluice__engine_releases() : 0;
         gint64 reserve_us = sluice__engine_reserve_us(rule, wait_us, deadline, sluice__clock_now);
-        if (!ask(limiter, rule, key, permits, reserve_us, &v, cached, start, error)) {
+        if (!ask(limiter, rule, key, permits, reserve_us, &v, from, start, error)) {
             sluice__engine_to_decision(&v, out);
             return SLUICE__OUTCOME_ERROR;
         }
@@ -324,13 +371,14 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
     /* answered in process (memory, the denial cache) a decision costs about two
      * clock reads: time one in eight; a round trip is always timed (ask) */
     gint64 start = sluice__stats_sample() ? sluice__stats_clock_ns() : -1;
-    gboolean waited = FALSE, cached = FALSE;
+    gboolean waited = FALSE;
+    verdict_source from = FROM_BACKEND;
     sluice__outcome outcome =
-        decide(limiter, rule, key, permits, wait_us, out, taken, &waited, &cached, &start, error);
-    if (cached) {
-        sluice__stats_cached_denied(&limiter->stats);
+        decide(limiter, rule, key, permits, wait_us, out, taken, &waited, &from, &start, error);
+    if (from != FROM_BACKEND) {
+        sluice__stats_in_process(&limiter->stats, from == FROM_PREFETCH);
         if (site)
-            sluice__stats_cached_denied(site);
+            sluice__stats_in_process(site, from == FROM_PREFETCH);
     }
     return sluice__engine_count(limiter, site, outcome, waited, start);
 }
@@ -388,6 +436,7 @@ gboolean sluice__engine_reset(sluice__limiter *limiter, const char *key, GError 
     if (!b->funcs->reset(b, limiter, key, error))
         return FALSE;
     sluice__denial_cache_forget(g_atomic_pointer_get(&limiter->denials), key);
+    sluice__prefetch_forget(g_atomic_pointer_get(&limiter->prefetched), key);
     g_mutex_lock(&wake_lock); /* a reset frees concurrency permits too */
     releases++;
     g_cond_broadcast(&wake);

@@ -4,7 +4,8 @@
  *
  * Held: the asynchronous calls' release lock, then the engine's wake lock (a waiting
  * async call takes them in that order), then every memory store's lock (taken with
- * neither of them held), then the denial cache's locks (taken with none held). A
+ * neither of them held), then the denial cache's and the prefetch store's locks
+ * (taken with none held); the child forgets the permits its parent had in hand. A
  * memory decision holds its limit's lock most of the time a
  * thread spends in it, so without this a child forked while threads decide would
  * hang on its first decision of that limit. The Redis connections and the keyfile
@@ -21,6 +22,7 @@
 #include "async.h"
 #include "backend_memory.h"
 #include "denial_cache.h"
+#include "prefetch.h"
 #include "engine.h"
 
 static void before_fork(void)
@@ -29,9 +31,10 @@ static void before_fork(void)
     sluice__engine_fork_lock();
     sluice__memory_stores_lock();
     sluice__denial_cache_fork_lock();
+    sluice__prefetch_fork_lock();
 }
 
-static void after_fork(void)
+static void after_fork_common(void)
 {
     sluice__denial_cache_fork_unlock();
     sluice__memory_stores_unlock();
@@ -39,11 +42,23 @@ static void after_fork(void)
     sluice__async_fork_unlock();
 }
 
+static void after_fork_parent(void)
+{
+    sluice__prefetch_fork_unlock();
+    after_fork_common();
+}
+
+static void after_fork_child(void)
+{
+    sluice__prefetch_fork_child();
+    after_fork_common();
+}
+
 void sluice__fork_guard_install(void)
 {
     static gsize installed;
     if (g_once_init_enter(&installed)) {
-        pthread_atfork(before_fork, after_fork, after_fork);
+        pthread_atfork(before_fork, after_fork_parent, after_fork_child);
         g_once_init_leave(&installed, 1);
     }
 }

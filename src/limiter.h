@@ -9,6 +9,7 @@
 
 typedef struct sluice__memory_store sluice__memory_store;
 typedef struct sluice__denial_cache sluice__denial_cache;
+typedef struct sluice__prefetch sluice__prefetch;
 
 /* One per limit name that the keyfile or a descriptor has named since
  * sluice_init; it lives until sluice_shutdown, so a pointer to it never dangles.
@@ -19,6 +20,7 @@ typedef struct {
     sluice__memory_store *memory;  /* the memory backend's state for this name      */
     sluice__denial_cache *denials; /* a remote backend's denials that still hold; made
                                     * at the first, loaded atomically              */
+    sluice__prefetch *prefetched;  /* permits in hand (rule prefetch), likewise     */
     sluice_stats stats;            /* every decision on this name since sluice_init  */
 } sluice__limiter;
 

@@ -17,6 +17,7 @@
 #include "limit_name.h"
 #include "backend_memory.h"
 #include "denial_cache.h"
+#include "prefetch.h"
 
 static sluice_descriptor *descriptors; /* the list; pushed atomically         */
 static GRWLock lock;                   /* guards everything below             */
@@ -49,6 +50,7 @@ static void limiter_free(gpointer p)
     sluice__limiter *limiter = p;
     sluice__memory_store_free(limiter->memory);
     sluice__denial_cache_free(limiter->denials);
+    sluice__prefetch_free(limiter->prefetched);
     g_free(limiter->name);
     g_free(limiter);
 }

@@ -24,13 +24,15 @@ typedef enum {
 typedef struct {
     sluice__algorithm algorithm;
     sluice__on_error on_error;
-    gboolean shadow;    /* mode = shadow                                       */
-    gboolean per_key;   /* the key splits the limit                            */
-    gint64 limit;       /* permits per window; concurrency: calls in flight     */
-    gint64 burst;       /* token_bucket, gcra: capacity                         */
-    gint64 window_us;   /* window; concurrency: lease lifetime                  */
-    gint64 wait_us;     /* how long a decorated call may wait                   */
-    gboolean epoch;     /* fixed_window: anchor = epoch (windows on the UTC clock) */
+    gboolean shadow;        /* mode = shadow                                       */
+    gboolean per_key;       /* the key splits the limit                            */
+    gint64 limit;           /* permits per window; concurrency: calls in flight     */
+    gint64 burst;           /* token_bucket, gcra: capacity                         */
+    gint64 window_us;       /* window; concurrency: lease lifetime                  */
+    gint64 wait_us;         /* how long a decorated call may wait                   */
+    gboolean epoch;         /* fixed_window: anchor = epoch (windows on the UTC clock) */
+    gint64 prefetch;        /* permits taken per round trip and handed out in process */
+    gint64 prefetch_ttl_us; /* how long prefetched permits may be used           */
 } sluice__rule;
 
 /* Most permits that can ever pass at once: burst for token_bucket and gcra. */

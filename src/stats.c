@@ -183,6 +183,10 @@ char *sluice_stats_prometheus(void)
            "(also counted in sluice_decisions_total).");
     counter(out, "sluice_cached_denials_total", limits,
             G_STRUCT_OFFSET(sluice_stats, cached_denied));
+    header(out, "sluice_prefetched_total", "counter",
+           "Decisions allowed from permits this process had prefetched, with no round trip "
+           "(also counted in sluice_decisions_total).");
+    counter(out, "sluice_prefetched_total", limits, G_STRUCT_OFFSET(sluice_stats, prefetched));
     header(out, "sluice_decision_seconds", "histogram",
            "Time to decide, waiting included (memory backend: one decision in eight).");
     histogram(out, "sluice_decision_seconds", limits);

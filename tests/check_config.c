@@ -25,9 +25,11 @@ typedef struct {
 #define ACCEPTED(name, keyfile, rule, capacity) {(name), (keyfile), NULL, (rule), (capacity)}
 /* clang-format on */
 
-#define LIMIT_KEYS "algorithm, limit, window, burst, wait, mode, per_key, anchor"
+#define LIMIT_KEYS                                                                                 \
+    "algorithm, limit, window, burst, wait, mode, per_key, anchor, prefetch, prefetch_ttl"
 #define SLUICE_KEYS                                                                                \
-    "backend, redis, password_file, sentinel_password_file, key_prefix, timeout, on_error, reload, " \
+    "backend, redis, password_file, sentinel_password_file, key_prefix, timeout, on_error, "       \
+    "reload, "                                                                                     \
     "denial_cache"
 #define ALGORITHMS "fixed_window, sliding_log, sliding_window, token_bucket, gcra or concurrency"
 #define REDIS_URLS "expected redis://[user:password@]host[:port][/db] or unix:///path.sock"

@@ -27,6 +27,8 @@ typedef struct {
     guint64 degraded;       /* a decorated call ran its degrade function or fallback  */
     guint64 cached_denied;  /* denials answered in process by the denial cache, with no
                              * round trip (also counted in denied or shadow_denied)   */
+    guint64 prefetched;     /* allowed from permits this process had prefetched, with
+                             * no round trip (also counted in allowed)               */
     guint64 latency_ns_sum; /* total time of the timed decisions */
     guint64 latency[SLUICE_STATS_BUCKETS]; /* timed decisions by duration, above  */
 } sluice_stats;
@@ -45,7 +47,7 @@ SLUICE_API void sluice_descriptor_stats(const sluice_descriptor *descriptor, slu
 /* The stats of every limit and decorated function in the Prometheus text
  * exposition format (version 0.0.4): sluice_decisions_total{name,outcome},
  * sluice_waited_total{name}, sluice_degraded_total{name},
- * sluice_cached_denials_total{name}, the histogram
+ * sluice_cached_denials_total{name}, sluice_prefetched_total{name}, the histogram
  * sluice_decision_seconds{name}, and per decorated function
  * sluice_function_decisions_total{name,function,site,outcome} and
  * sluice_function_degraded_total{name,function,site}. Free with g_free. */

@@ -1,0 +1,148 @@
+/* Prefetched permits: permits a process took from a remote backend in one round
+ * trip, handed to its own callers in process.
+ *
+ * The backend counted them as admitted when it granted them, so it never admits
+ * more than the rule says; what changes is when a permit is used: within
+ * prefetch_ttl of being counted (docs/algorithms.md states the bound per
+ * algorithm). Each limit's store is a table of SLOTS slots indexed by a hash of
+ * the key; a slot holds one key's permits and is guarded by one of STRIPES locks
+ * shared by all stores, which fork() holds; a child starts with none in hand (the
+ * parent's are the parent's: used by both, they would be used twice). No clock is
+ * read here: the caller passes the time. */
+#include "prefetch.h"
+
+#include <string.h>
+
+#define SLOTS   256
+#define STRIPES 64
+
+typedef struct {
+    char key[SLUICE__PREFETCH_MAX_KEY + 1];
+    gboolean used;   /* the slot holds a key's permits             */
+    guint forks;     /* `forks` when they were kept                */
+    gboolean no_key; /* the limit's single shared state (key NULL) */
+    gconstpointer backend;
+    const sluice__rule *rule; /* interned by the registry: equal rules, one pointer */
+    gint64 left;              /* permits in hand                            */
+    gint64 sent_us;           /* when the command that counted them was sent */
+    gint64 until_us;          /* they may be used before this time          */
+    gint64 limit, reset_after_us;
+} slot;
+
+struct sluice__prefetch {
+    slot slots[SLOTS];
+};
+
+static GMutex stripes[STRIPES];
+static guint forks; /* under every stripe: fork()s this process is a child of */
+
+sluice__prefetch *sluice__prefetch_of(sluice__prefetch **where)
+{
+    sluice__prefetch *p = g_atomic_pointer_get(where);
+    if (G_LIKELY(p))
+        return p;
+    sluice__prefetch *fresh = g_new0(sluice__prefetch, 1);
+    if (g_atomic_pointer_compare_and_exchange(where, NULL, fresh))
+        return fresh;
+    g_free(fresh); /* another thread made it first */
+    return g_atomic_pointer_get(where);
+}
+
+void sluice__prefetch_free(sluice__prefetch *store)
+{
+    g_free(store);
+}
+
+/* The slot of key and its lock; FALSE for a key too long to keep. */
+static gboolean locate(sluice__prefetch *store, const char *key, slot **s, GMutex **lock)
+{
+    guint h = 5381;
+    if (key) {
+        gsize n = 0;
+        for (const char *p = key; *p; p++, n++) {
+            if (n == SLUICE__PREFETCH_MAX_KEY)
+                return FALSE;
+            h = h * 33 + (guchar)*p;
+        }
+    }
+    *s = &store->slots[h % SLOTS];
+    *lock = &stripes[(GPOINTER_TO_SIZE(store) / sizeof(slot) + h) % STRIPES];
+    return TRUE;
+}
+
+static gboolean holds(const slot *s, const char *key)
+{
+    return s->used && (key ? !s->no_key && strcmp(s->key, key) == 0 : s->no_key);
+}
+
+gboolean sluice__prefetch_take(sluice__prefetch *store, gconstpointer backend,
+                               const sluice__rule *rule, const char *key, gint64 permits,
+                               gint64 now_us, sluice__verdict *v)
+{
+    slot *s;
+    GMutex *lock;
+    if (!store || !locate(store, key, &s, &lock))
+        return FALSE;
+    g_mutex_lock(lock);
+    gboolean taken = holds(s, key) && s->forks == forks && s->backend == backend &&
+                     s->rule == rule && now_us < s->until_us && s->left >= permits;
+    if (taken) {
+        s->left -= permits;
+        gint64 aged = MAX(0, now_us - s->sent_us);
+        *v = (sluice__verdict){TRUE, s->limit, s->left, -1, MAX(0, s->reset_after_us - aged), 0, 0};
+    }
+    g_mutex_unlock(lock);
+    return taken;
+}
+
+void sluice__prefetch_keep(sluice__prefetch *store, gconstpointer backend, const sluice__rule *rule,
+                           const char *key, gint64 left, gint64 sent_us, const sluice__verdict *v)
+{
+    slot *s;
+    GMutex *lock;
+    if (left <= 0 || !locate(store, key, &s, &lock))
+        return;
+    g_mutex_lock(lock);
+    s->used = TRUE;
+    s->forks = forks;
+    s->no_key = key == NULL;
+    g_strlcpy(s->key, key ? key : "", sizeof s->key);
+    s->backend = backend;
+    s->rule = rule;
+    s->left = left;
+    s->sent_us = sent_us;
+    s->until_us = sent_us + rule->prefetch_ttl_us;
+    s->limit = v->limit;
+    s->reset_after_us = v->reset_after_us;
+    g_mutex_unlock(lock);
+}
+
+void sluice__prefetch_forget(sluice__prefetch *store, const char *key)
+{
+    slot *s;
+    GMutex *lock;
+    if (!store || !locate(store, key, &s, &lock))
+        return;
+    g_mutex_lock(lock);
+    if (holds(s, key))
+        s->used = FALSE;
+    g_mutex_unlock(lock);
+}
+
+void sluice__prefetch_fork_lock(void)
+{
+    for (guint i = 0; i < STRIPES; i++)
+        g_mutex_lock(&stripes[i]);
+}
+
+void sluice__prefetch_fork_child(void)
+{
+    forks++; /* the parent's permits in hand are the parent's */
+    sluice__prefetch_fork_unlock();
+}
+
+void sluice__prefetch_fork_unlock(void)
+{
+    for (guint i = 0; i < STRIPES; i++)
+        g_mutex_unlock(&stripes[i]);
+}
