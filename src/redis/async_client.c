@@ -22,7 +22,8 @@
 #include "redis/key.h"
 #include "redis/script.h"
 
-/* Redirections (MOVED, ASK, TRYAGAIN) one call follows at most on a Cluster. */
+/* Redirections (MOVED, ASK) a call follows on a Cluster before it pauses, as after
+ * TRYAGAIN; the call's timer bounds them all. */
 #define MAX_HOPS 5
 /* How long a call waits after TRYAGAIN (a slot half migrated) before sending again. */
 #define TRY_AGAIN_PAUSE_MS 2
@@ -208,53 +209,68 @@ static GError *failed(const request *r, const char *why)
     return failure;
 }
 
-/* After TRYAGAIN's pause: the script once more, to the same node. */
+/* The script to next (after ASKING when asking), which becomes the request's node;
+ * the call ends when next's breaker is open or it cannot be reached. */
+static void send_to(request *r, sluice__redis_node *next, gboolean asking)
+{
+    GError *failure = NULL;
+    if (next != r->node) {
+        sluice__breaker_success(&r->node->breaker); /* it answered */
+        r->node = next;
+        if (!sluice__breaker_allow(&next->breaker, &r->trial)) {
+            sluice__breaker_refuse(&next->breaker, &failure);
+            r->trial = FALSE; /* nothing to report to it */
+            conclude(r, NULL, failure);
+            return;
+        }
+    }
+    connection *c = connection_for(next, r->conn->context, &failure);
+    if (!c) {
+        conclude(r, NULL, failure);
+        return;
+    }
+    r->conn = c;
+    if (asking)
+        queue(c->ac, 1, (const char *[]){"ASKING"});
+    if (!send_script(r))
+        conclude(r, NULL, failed(r, "cannot send"));
+}
+
+/* After TRYAGAIN's pause: the script once more, to the slot's master by the map
+ * (which may ASK anew). */
 static gboolean send_again(gpointer p)
 {
     request *r = p;
-    if (!r->over && !send_script(r))
-        conclude(r, NULL, failed(r, "cannot send"));
+    if (!r->over) {
+        sluice__redis_node *owner = sluice__redis_cluster_node(r->b->cluster, r->slot);
+        send_to(r, owner ? owner : r->node, FALSE);
+    }
     request_release(r);
     return G_SOURCE_REMOVE;
 }
 
 /* On a Cluster, a node's refusal that the call follows: MOVED (the map is updated)
- * or ASK to another node, TRYAGAIN to the same one after a pause. FALSE when the
- * refusal fails the call. */
+ * or ASK to another node; after TRYAGAIN or MAX_HOPS redirections, a pause and the
+ * slot's master by the map (the call's timer bounds it all).
+ * FALSE when the refusal fails the call. */
 static gboolean follow(request *r, const redisReply *rr)
 {
     sluice__redis_node *next;
     sluice__cluster_action action =
         sluice__redis_cluster_answered(r->b->cluster, r->node, r->slot, rr, &next);
-    if (action == SLUICE__CLUSTER_FAIL || r->hops++ == MAX_HOPS)
+    if (action == SLUICE__CLUSTER_FAIL)
         return FALSE;
-    if (action == SLUICE__CLUSTER_TRY_AGAIN) {
-        GSource *pause = g_timeout_source_new(TRY_AGAIN_PAUSE_MS);
-        r->replies_due++; /* held until send_again */
-        g_source_set_callback(pause, send_again, r, NULL);
-        g_source_attach(pause, r->conn->context);
-        g_source_unref(pause);
+    if (action != SLUICE__CLUSTER_TRY_AGAIN && ++r->hops < MAX_HOPS) {
+        send_to(r, next, action == SLUICE__CLUSTER_ASKING);
         return TRUE;
     }
-    GError *failure = NULL;
-    sluice__breaker_success(&r->node->breaker); /* it answered */
-    r->node = next;
-    if (!sluice__breaker_allow(&next->breaker, &r->trial)) {
-        sluice__breaker_refuse(&next->breaker, &failure);
-        r->trial = FALSE; /* nothing to report to it */
-        conclude(r, NULL, failure);
-        return TRUE;
-    }
-    connection *c = connection_for(next, r->conn->context, &failure);
-    if (!c) {
-        conclude(r, NULL, failure);
-        return TRUE;
-    }
-    r->conn = c;
-    if (action == SLUICE__CLUSTER_ASKING)
-        queue(c->ac, 1, (const char *[]){"ASKING"});
-    if (!send_script(r))
-        conclude(r, NULL, failed(r, "cannot send"));
+    /* TRYAGAIN, or nodes that disagree for a moment: a pause, then the map */
+    r->hops = 0;
+    GSource *pause = g_timeout_source_new(TRY_AGAIN_PAUSE_MS);
+    r->replies_due++; /* held until send_again */
+    g_source_set_callback(pause, send_again, r, NULL);
+    g_source_attach(pause, r->conn->context);
+    g_source_unref(pause);
     return TRUE;
 }
 

@@ -79,7 +79,8 @@ static gboolean run_script(redis_backend *b, sluice__redis_node *node, gboolean 
 
 /* ---- on a Cluster --------------------------------------------------------------- */
 
-/* Redirections one call follows at most (a slot that keeps moving fails it). */
+/* Redirections a call follows before it pauses (nodes may disagree on a slot's owner
+ * for a moment while it moves); the call's deadline bounds them all. */
 #define MAX_HOPS 5
 /* How long a call waits after TRYAGAIN (a slot half migrated) before sending again. */
 #define TRY_AGAIN_PAUSE_US 2000
@@ -103,7 +104,7 @@ static gboolean on_cluster(redis_backend *b, guint slot, gint64 deadline, attemp
     sluice__redis_node *node = sluice__redis_cluster_node(c, slot);
     gboolean asking = FALSE, refresh = FALSE;
     GError *failure = NULL;
-    for (int hop = 0; !failure; hop++) {
+    for (int hops = 0; !failure;) {
         if (!node) {
             sluice__redis_cluster_refresh(c, deadline);
             node = sluice__redis_cluster_node(c, slot);
@@ -113,10 +114,18 @@ static gboolean on_cluster(redis_backend *b, guint slot, gint64 deadline, attemp
                         "no master is known to serve the slot");
             break;
         }
-        if (hop == MAX_HOPS) {
-            sluice__redis_fail(&failure, SLUICE_ERROR_BACKEND, &node->endpoint, step,
-                               "redirected 5 times: the slot keeps moving");
-            break;
+        if (hops == MAX_HOPS) { /* nodes that disagree for a moment (a slot's new owner
+                                 * set on one before the other): a pause, then the map */
+            if (deadline - g_get_monotonic_time() <= TRY_AGAIN_PAUSE_US) {
+                sluice__redis_fail(&failure, SLUICE_ERROR_BACKEND, &node->endpoint, step,
+                                   "redirected again and again: the slot keeps moving");
+                break;
+            }
+            g_usleep(TRY_AGAIN_PAUSE_US);
+            hops = 0;
+            asking = FALSE;
+            node = sluice__redis_cluster_node(c, slot);
+            continue;
         }
         gboolean trial = FALSE, stale = FALSE, ok = FALSE;
         if (use_breaker && !sluice__breaker_allow(&node->breaker, &trial)) {
@@ -147,14 +156,18 @@ static gboolean on_cluster(redis_backend *b, guint slot, gint64 deadline, attemp
             refresh = TRUE;
             asking = FALSE;
             node = next;
+            hops++;
             break;
         case SLUICE__CLUSTER_ASKING:
             asking = TRUE;
             node = next;
+            hops++;
             break;
-        case SLUICE__CLUSTER_TRY_AGAIN:
+        case SLUICE__CLUSTER_TRY_AGAIN: /* from the slot's master again: it may ASK anew */
             if (deadline - g_get_monotonic_time() > TRY_AGAIN_PAUSE_US) {
                 g_usleep(TRY_AGAIN_PAUSE_US);
+                asking = FALSE;
+                node = sluice__redis_cluster_node(c, slot);
                 break;
             }
             G_GNUC_FALLTHROUGH; /* no time left to try again */

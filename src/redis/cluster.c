@@ -17,7 +17,8 @@
 #include "redis/conn.h"
 #include "redis/link.h"
 
-#define MAX_NODES 256 /* masters, past and present, of one Cluster */
+#define MAX_NODES        256  /* masters, past and present, of one Cluster */
+#define REFRESH_LEAST_US 1000 /* a call with less time left does not refresh */
 
 struct sluice__redis_cluster {
     sluice__cluster_map map;              /* slot -> index in nodes                  */
@@ -119,17 +120,18 @@ static void apply(sluice__redis_cluster *c, const sluice__cluster_slots *slots)
             sluice__cluster_map_set(&c->map, s, s, owner[s]);
 }
 
-/* CLUSTER SLOTS from node, applied; FALSE and *error when it did not answer one. */
+/* CLUSTER SLOTS from node, applied; FALSE and *error when it did not answer one. On
+ * a connection of its own: a refresh that runs out of time must not drop the link
+ * that calls share (its reader would fail them all). */
 static gboolean read_map(sluice__redis_cluster *c, sluice__redis_node *node, gint64 deadline,
                          GError **error)
 {
     static const char *argv[] = {"CLUSTER", "SLOTS"};
-    gboolean stale = FALSE;
-    redisReply *reply = sluice__redis_link_command(node->link, deadline, 2, argv, &stale, error);
-    if (!reply && stale) {
-        g_clear_error(error);
-        reply = sluice__redis_link_command(node->link, deadline, 2, argv, &stale, error);
-    }
+    redisContext *ctx = sluice__redis_connect(&node->endpoint, deadline, FALSE, error);
+    if (!ctx)
+        return FALSE;
+    redisReply *reply = sluice__redis_conn_command(&node->endpoint, ctx, deadline, 2, argv, error);
+    redisFree(ctx);
     if (!reply)
         return FALSE;
     sluice__cluster_slots slots;
@@ -170,7 +172,8 @@ gboolean sluice__redis_cluster_start(sluice__redis_cluster *c, gint64 deadline, 
 void sluice__redis_cluster_refresh(sluice__redis_cluster *c, gint64 deadline)
 {
     gint64 now = g_get_monotonic_time();
-    if (now - __atomic_load_n(&c->refreshed_at, __ATOMIC_ACQUIRE) < SLUICE__CLUSTER_REFRESH_US ||
+    if (deadline - now < REFRESH_LEAST_US ||
+        now - __atomic_load_n(&c->refreshed_at, __ATOMIC_ACQUIRE) < SLUICE__CLUSTER_REFRESH_US ||
         !g_atomic_int_compare_and_exchange(&c->refreshing, 0, 1))
         return;
     __atomic_store_n(&c->refreshed_at, now, __ATOMIC_RELEASE);

@@ -1,0 +1,419 @@
+/* sluice on a real Redis Cluster: processes sharing per-key limits over every master,
+ * a master killed while threads decide (with and without full coverage), and slots
+ * moved between masters under load. Each test starts its own Cluster. */
+#include "fixture.h"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "redis/cluster_slots.h"
+#include "redis/key.h"
+#include "redis_cluster.h"
+
+#define TIMEOUT_MS 50
+#define SLACK_MS   10 /* a call takes at most timeout + this */
+
+/* The key of `name` for `key` as sluice writes it under fixed_window, and its slot. */
+static guint slot_of(const char *name, const char *key)
+{
+    g_auto(sluice__redis_keys) k = {NULL, NULL};
+    sluice__redis_keys_build(&k, "sluice:fw:", name, key);
+    return sluice__cluster_key_slot(k.state, strlen(k.state));
+}
+
+/* The master (index) that serves slot in a fresh test Cluster of `masters`. */
+static int first_master(guint slot, int masters)
+{
+    for (int m = 0; m < masters; m++)
+        if (slot < (guint)((m + 1) * SLUICE__CLUSTER_SLOTS / masters))
+            return m;
+    return masters - 1;
+}
+
+static void init_on(const test_cluster *c, const char *on_error, int timeout_ms, const char *rules)
+{
+    g_autofree char *url = test_cluster_url(c);
+    g_autofree char *contents = g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\n"
+                                                "timeout = %dms\non_error = %s\nreload = false\n%s",
+                                                url, timeout_ms, on_error, rules);
+    g_autofree char *path = fixture_write_keyfile(contents);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
+}
+
+/* ---- cross-process ------------------------------------------------------------------ */
+
+#define PROCESSES    4
+#define THREADS      4
+#define SHARED_KEYS  32
+#define SHARED_LIMIT 20
+
+typedef struct {
+    gint admitted[SHARED_KEYS];
+    gint errors;
+} tally;
+
+typedef struct {
+    tally *t;
+    guint seed;
+} worker;
+
+static gpointer share(gpointer p)
+{
+    worker *w = p;
+    GRand *rand = g_rand_new_with_seed(w->seed);
+    for (int i = 0; i < 400; i++) {
+        int k = g_rand_int_range(rand, 0, SHARED_KEYS);
+        g_autofree char *key = g_strdup_printf("user-%d", k);
+        sluice_decision d;
+        g_autoptr(GError) error = NULL;
+        int r = sluice_acquire("shared", key, 1, &d, &error);
+        if (r == SLUICE_ALLOWED)
+            g_atomic_int_inc(&w->t->admitted[k]);
+        else if (r == SLUICE_ERROR)
+            g_atomic_int_inc(&w->t->errors);
+    }
+    g_rand_free(rand);
+    return NULL;
+}
+
+START_TEST(processes_share_per_key_limits_over_every_master)
+{
+    test_cluster *c = test_cluster_start(NULL);
+    g_autofree char *rules = g_strdup_printf(
+        "[limit:shared]\nalgorithm = fixed_window\nlimit = %d\nwindow = 1h\n", SHARED_LIMIT);
+    int on_master[3] = {0};
+    for (int k = 0; k < SHARED_KEYS; k++) {
+        g_autofree char *key = g_strdup_printf("user-%d", k);
+        on_master[first_master(slot_of("shared", key), 3)]++;
+    }
+    ck_assert_msg(on_master[0] && on_master[1] && on_master[2], "keys on %d/%d/%d", on_master[0],
+                  on_master[1], on_master[2]);
+
+    tally *t = mmap(NULL, sizeof *t, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(t != MAP_FAILED);
+    memset(t, 0, sizeof *t);
+    GPid children[PROCESSES];
+    for (int p = 0; p < PROCESSES; p++) { /* forked before any thread of ours */
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            init_on(c, "deny", 2000, rules); /* answers, not timing: a loaded machine */
+            worker w[THREADS];
+            GThread *threads[THREADS];
+            for (int i = 0; i < THREADS; i++) {
+                w[i] = (worker){t, (guint)(p * THREADS + i + 1)};
+                threads[i] = g_thread_new("share", share, &w[i]);
+            }
+            for (int i = 0; i < THREADS; i++)
+                g_thread_join(threads[i]);
+            sluice_shutdown();
+            _exit(0);
+        }
+        children[p] = pid;
+    }
+    for (int p = 0; p < PROCESSES; p++) {
+        int status;
+        ck_assert_int_eq(waitpid(children[p], &status, 0), children[p]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: %d", p, status);
+    }
+    ck_assert_int_eq(t->errors, 0);
+    for (int k = 0; k < SHARED_KEYS; k++) /* 6400 calls over 32 keys: every key fills up */
+        ck_assert_msg(t->admitted[k] == SHARED_LIMIT, "user-%d admitted %d of %d", k,
+                      t->admitted[k], SHARED_LIMIT);
+    for (int m = 0; m < 3; m++)
+        ck_assert_int_gt(test_cluster_keys(c, c->node[m]), 0);
+    munmap(t, sizeof *t);
+    test_cluster_stop(c);
+}
+END_TEST
+
+/* ---- a master killed while threads decide ------------------------------------------ */
+
+#define DECIDERS 4
+#define KEYS     24
+
+typedef struct {
+    const test_cluster *c;
+    char *keys[KEYS];
+    int master_of[KEYS]; /* at start */
+    int victim;          /* the master killed */
+    gint stop;
+    /* what the threads saw, under lock */
+    GMutex lock;
+    gint64 calls, errors_elsewhere, errors_on_victim, slowest_us, broke_policy;
+    gint64 first_ok_after_promotion_us; /* monotonic, on the victim's slots; 0: none yet */
+    gint64 promoted_at;                 /* monotonic; 0 until the replica is master */
+    char *first_error_elsewhere;
+} failover;
+
+static gpointer decide(gpointer p)
+{
+    failover *f = p;
+    guint i = 0;
+    while (!g_atomic_int_get(&f->stop)) {
+        int k = (int)(i++ % KEYS);
+        sluice_decision d = {0};
+        g_autoptr(GError) error = NULL;
+        gint64 t0, w0, t1, w1;
+        fixture_thread_clock(&t0, &w0);
+        int r = sluice_acquire("api", f->keys[k], 1, &d, &error);
+        fixture_thread_clock(&t1, &w1);
+        gint64 took = (t1 - t0) - (w1 - w0);
+        gboolean on_victim = f->master_of[k] == f->victim;
+        g_mutex_lock(&f->lock);
+        f->calls++;
+        f->slowest_us = MAX(f->slowest_us, took);
+        if (r == SLUICE_ERROR && d.allowed) /* on_error = deny */
+            f->broke_policy++;
+        if (r == SLUICE_ERROR && !on_victim) {
+            f->errors_elsewhere++;
+            if (!f->first_error_elsewhere)
+                f->first_error_elsewhere = g_strdup(error ? error->message : "?");
+        }
+        if (r == SLUICE_ERROR && on_victim)
+            f->errors_on_victim++;
+        if (r == SLUICE_ALLOWED && on_victim && f->promoted_at && !f->first_ok_after_promotion_us)
+            f->first_ok_after_promotion_us = t1;
+        g_mutex_unlock(&f->lock);
+        g_usleep(500);
+    }
+    return NULL;
+}
+
+/* Kills master `victim` of a 3+3 Cluster while DECIDERS threads decide on KEYS keys
+ * spread over the masters (on_error = deny); returns when the replica has served a
+ * decision (or resume_within_us + 0.5 s), and checks that no call broke the policy
+ * or took more than the timeout + SLACK_MS, and that decisions on its slots resumed
+ * within resume_within_us of the replica saying it is master. full:
+ * cluster-require-full-coverage yes (every master answers CLUSTERDOWN meanwhile). */
+static void kill_a_master(failover *f, gboolean full, gint64 resume_within_us)
+{
+    test_cluster_options o = {
+        .masters = 3, .replicas = 1, .node_timeout_ms = 500, .partial = !full};
+    test_cluster *c = test_cluster_start(&o);
+    f->c = c;
+    f->victim = 1;
+    g_mutex_init(&f->lock);
+    for (int k = 0, n = 0; k < KEYS; n++) { /* KEYS / 3 keys on each master */
+        g_autofree char *key = g_strdup_printf("k%d", n);
+        int m = first_master(slot_of("api", key), 3);
+        int on_m = 0;
+        for (int j = 0; j < k; j++)
+            on_m += f->master_of[j] == m;
+        if (on_m < KEYS / 3) {
+            f->keys[k] = g_steal_pointer(&key);
+            f->master_of[k] = m;
+            k++;
+        }
+    }
+    init_on(c, "deny", TIMEOUT_MS,
+            "[limit:api]\nalgorithm = fixed_window\nlimit = 1000000000\nwindow = 1h\n");
+    GThread *threads[DECIDERS];
+    for (int i = 0; i < DECIDERS; i++)
+        threads[i] = g_thread_new("decide", decide, f);
+    g_usleep(300000);
+    test_redis *replica = c->node[3 + f->victim];
+    test_redis_kill(c->node[f->victim]);
+    gint64 killed = g_get_monotonic_time();
+    while (!test_cluster_is_master(c, replica) && g_get_monotonic_time() - killed < 10000000)
+        g_usleep(2000);
+    g_mutex_lock(&f->lock);
+    f->promoted_at = g_get_monotonic_time();
+    g_mutex_unlock(&f->lock);
+    while (g_get_monotonic_time() - f->promoted_at < resume_within_us + 500000) {
+        g_mutex_lock(&f->lock);
+        gboolean resumed = f->first_ok_after_promotion_us != 0;
+        g_mutex_unlock(&f->lock);
+        if (resumed)
+            break;
+        g_usleep(5000);
+    }
+    g_usleep(200000);
+    g_atomic_int_set(&f->stop, 1);
+    for (int i = 0; i < DECIDERS; i++)
+        g_thread_join(threads[i]);
+    sluice_shutdown();
+    g_print("failover (%s coverage): replica master %.0f ms after the kill; decisions on its "
+            "slots resumed %.0f ms after that; %" G_GINT64_FORMAT " calls, %" G_GINT64_FORMAT
+            " failed on its slots, %" G_GINT64_FORMAT " elsewhere; slowest %.1f ms\n",
+            full ? "full" : "partial", (f->promoted_at - killed) / 1000.0,
+            f->first_ok_after_promotion_us
+                ? (f->first_ok_after_promotion_us - f->promoted_at) / 1000.0
+                : -1.0,
+            f->calls, f->errors_on_victim, f->errors_elsewhere, f->slowest_us / 1000.0);
+    ck_assert_msg(test_cluster_is_master(c, replica), "the replica did not take over in 10 s");
+    ck_assert_int_eq(f->broke_policy, 0);
+    ck_assert_msg(f->slowest_us <= (TIMEOUT_MS + SLACK_MS) * 1000 * fixture_time_scale(),
+                  "a call took %.1f ms", f->slowest_us / 1000.0);
+    ck_assert_msg(f->first_ok_after_promotion_us &&
+                      f->first_ok_after_promotion_us - f->promoted_at <=
+                          resume_within_us * fixture_time_scale(),
+                  "decisions on the dead master's slots did not resume within %.1f s",
+                  resume_within_us / 1e6);
+    ck_assert_int_gt(f->errors_on_victim, 0); /* the outage was seen */
+}
+
+START_TEST(a_dead_master_costs_only_its_slots_and_its_replica_takes_over_within_a_second)
+{
+    static failover f;
+    kill_a_master(&f, FALSE, G_USEC_PER_SEC);
+    ck_assert_msg(f.errors_elsewhere == 0, "%" G_GINT64_FORMAT " calls on other masters failed: %s",
+                  f.errors_elsewhere, f.first_error_elsewhere);
+    test_cluster_stop((test_cluster *)f.c);
+}
+END_TEST
+
+START_TEST(with_full_coverage_every_call_follows_on_error_until_the_failover_ends)
+{
+    static failover f;
+    kill_a_master(&f, TRUE, 5 * G_USEC_PER_SEC); /* each node rejoins when it sees it */
+    /* every master refuses with CLUSTERDOWN meanwhile: calls everywhere fail, bounded,
+     * by the policy; all resume after */
+    g_print("full coverage: %" G_GINT64_FORMAT " calls on the live masters' slots failed: %s\n",
+            f.errors_elsewhere, f.first_error_elsewhere ? f.first_error_elsewhere : "none");
+    test_cluster_stop((test_cluster *)f.c);
+}
+END_TEST
+
+/* ---- resharding under load ---------------------------------------------------------- */
+
+typedef struct {
+    char *keys[KEYS];
+    gint admitted[KEYS];
+    gint errors;
+    gint stop;
+    char *first_error;
+    GMutex lock;
+} reshard;
+
+#define RESHARD_LIMIT 400
+
+static gpointer decide_while_moving(gpointer p)
+{
+    reshard *r = p;
+    guint i = g_random_int();
+    while (!g_atomic_int_get(&r->stop)) {
+        int k = (int)(i++ % KEYS);
+        sluice_decision d;
+        g_autoptr(GError) error = NULL;
+        int res = sluice_acquire("moving", r->keys[k], 1, &d, &error);
+        if (res == SLUICE_ALLOWED)
+            g_atomic_int_inc(&r->admitted[k]);
+        if (res == SLUICE_ERROR) {
+            g_mutex_lock(&r->lock);
+            r->errors++;
+            if (!r->first_error)
+                r->first_error = g_strdup(error->message);
+            g_mutex_unlock(&r->lock);
+        }
+    }
+    return NULL;
+}
+
+static char *id_of(const test_cluster *c, int node)
+{
+    redisReply *r = test_cluster_command(c, c->node[node], "CLUSTER MYID");
+    char *id = g_strdup(r->str);
+    freeReplyObject(r);
+    return id;
+}
+
+/* Moves slot from master `from` to master `to` as redis-cli --cluster reshard does:
+ * IMPORTING, MIGRATING, each key MIGRATEd one at a time, then NODE everywhere. */
+static void move_slot(const test_cluster *c, guint slot, int from, int to)
+{
+    g_autofree char *from_id = id_of(c, from), *to_id = id_of(c, to);
+    redisReply *r =
+        test_cluster_command(c, c->node[to], "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "%s", r ? r->str : "?");
+    freeReplyObject(r);
+    r = test_cluster_command(c, c->node[from], "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "%s", r ? r->str : "?");
+    freeReplyObject(r);
+    for (;;) {
+        redisReply *keys =
+            test_cluster_command(c, c->node[from], "CLUSTER GETKEYSINSLOT %u 10", slot);
+        size_t n = keys->elements;
+        for (size_t i = 0; i < n; i++) {
+            r = test_cluster_command(c, c->node[from], "MIGRATE 127.0.0.1 %d %s 0 5000",
+                                     c->node[to]->port, keys->element[i]->str);
+            ck_assert_msg(r && r->type != REDIS_REPLY_ERROR, "MIGRATE: %s", r ? r->str : "?");
+            freeReplyObject(r);
+            g_usleep(2000); /* a window where the slot is half moved */
+        }
+        freeReplyObject(keys);
+        if (n == 0)
+            break;
+    }
+    for (int m = 0; m < c->masters; m++) {
+        r = test_cluster_command(c, c->node[m], "CLUSTER SETSLOT %u NODE %s", slot, to_id);
+        ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "%s", r ? r->str : "?");
+        freeReplyObject(r);
+    }
+}
+
+START_TEST(slots_moved_under_load_fail_no_call_and_admit_no_more)
+{
+    test_cluster *c = test_cluster_start(NULL);
+    static reshard r;
+    g_mutex_init(&r.lock);
+    for (int k = 0; k < KEYS; k++)
+        r.keys[k] = g_strdup_printf("r%d", k);
+    g_autofree char *rules = g_strdup_printf(
+        "[limit:moving]\nalgorithm = sliding_log\nlimit = %d\nwindow = 1h\n", RESHARD_LIMIT);
+    g_autofree char *url = test_cluster_url(c);
+    g_autofree char *contents = g_strdup_printf(
+        "[sluice]\nbackend = redis\nredis = %s\ntimeout = 2s\non_error = deny\nreload = false\n%s",
+        url, rules);
+    g_autofree char *path = fixture_write_keyfile(contents);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
+    GThread *threads[DECIDERS];
+    for (int i = 0; i < DECIDERS; i++)
+        threads[i] = g_thread_new("decide", decide_while_moving, &r);
+    g_usleep(100000);
+    /* every key's slot goes to the next master, and the first 8 back again */
+    for (int round = 0; round < 2; round++)
+        for (int k = 0; k < (round ? 8 : KEYS); k++) {
+            guint slot = slot_of("moving", r.keys[k]);
+            test_redis *owner = test_cluster_master_of(c, slot);
+            int from = 0;
+            while (c->node[from] != owner)
+                from++;
+            move_slot(c, slot, from, (from + 1) % 3);
+        }
+    g_atomic_int_set(&r.stop, 1);
+    for (int i = 0; i < DECIDERS; i++)
+        g_thread_join(threads[i]);
+    sluice_shutdown();
+    gint total = 0;
+    for (int k = 0; k < KEYS; k++) {
+        ck_assert_msg(r.admitted[k] <= RESHARD_LIMIT, "%s admitted %d of %d", r.keys[k],
+                      r.admitted[k], RESHARD_LIMIT);
+        total += r.admitted[k];
+    }
+    g_print("resharding: %d admitted over %d keys while %d slots moved; %d calls failed\n", total,
+            KEYS, KEYS + 8, r.errors);
+    ck_assert_msg(r.errors == 0, "%d calls failed: %s", r.errors, r.first_error);
+    ck_assert_int_gt(total, 0);
+    test_cluster_stop(c);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cluster");
+    TCase *tc = tcase_create("cluster");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, processes_share_per_key_limits_over_every_master);
+    tcase_add_test(tc,
+                   a_dead_master_costs_only_its_slots_and_its_replica_takes_over_within_a_second);
+    tcase_add_test(tc, with_full_coverage_every_call_follows_on_error_until_the_failover_ends);
+    tcase_add_test(tc, slots_moved_under_load_fail_no_call_and_admit_no_more);
+    suite_add_tcase(s, tc);
+    return fixture_run(s);
+}
