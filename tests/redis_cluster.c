@@ -196,48 +196,41 @@ static char *node_id(const test_cluster *c, const test_redis *node)
     return id;
 }
 
-static test_redis *start_node(const test_cluster_options *o, int *bus_port)
+/* A cluster-enabled node whose bus port (ports[1]) the starter picks with its own. */
+static test_redis *start_node(const test_cluster_options *o)
 {
-    g_autofree char *bus = g_strdup_printf("%d", *bus_port = test_redis_free_port());
     g_autofree char *timeout = g_strdup_printf("%d", o->node_timeout_ms);
-    const char *args[16] = {"--cluster-enabled", "yes", "--cluster-port", bus,
-                            "--cluster-node-timeout", timeout, "--cluster-require-full-coverage",
-                            o->partial ? "no" : "yes",
-                            /* a replica may take over however long it was cut off */
-                            "--cluster-replica-validity-factor", "0"};
-    int n = 10;
-    if (o->password) {
-        args[n++] = "--requirepass";
-        args[n++] = o->password;
-        args[n++] = "--masterauth";
-        args[n++] = o->password;
-    }
-    args[n] = NULL;
-    return test_redis_start(args);
+    const char *args[] = {"--cluster-enabled", "yes", "--cluster-port", "{port1}",
+                          "--cluster-node-timeout", timeout, "--cluster-require-full-coverage",
+                          o->partial ? "no" : "yes",
+                          /* a replica may take over however long it was cut off */
+                          "--cluster-replica-validity-factor", "0",
+                          o->password ? "--masterauth" : NULL, o->password, NULL};
+    test_redis_options options = {.args = args, .password = o->password, .more_ports = 1};
+    return test_redis_start_with(&options);
 }
 
 test_cluster *test_cluster_start(const test_cluster_options *options)
 {
     test_cluster_options o = options ? *options : (test_cluster_options){0};
     o.masters = o.masters > 0 ? o.masters : 3;
-    o.node_timeout_ms = o.node_timeout_ms > 0 ? o.node_timeout_ms : 500;
+    o.node_timeout_ms = o.node_timeout_ms > 0 ? o.node_timeout_ms : 5000;
     test_cluster *c = g_new0(test_cluster, 1);
     c->masters = o.masters;
     c->replicas = o.replicas;
     c->n_nodes = o.masters * (1 + o.replicas);
     c->node = g_new0(test_redis *, c->n_nodes);
     c->password = g_strdup(o.password);
-    g_autofree int *bus = g_new0(int, c->n_nodes);
 
     for (int i = 0; i < c->n_nodes; i++) {
-        c->node[i] = start_node(&o, &bus[i]);
+        c->node[i] = start_node(&o);
         must(c, c->node[i], "CLUSTER SET-CONFIG-EPOCH %d", i + 1);
     }
     for (int m = 0; m < c->masters; m++)
         must(c, c->node[m], "CLUSTER ADDSLOTSRANGE %d %d", m * SLOTS / c->masters,
              (m + 1) * SLOTS / c->masters - 1);
     for (int i = 1; i < c->n_nodes; i++)
-        must(c, c->node[0], "CLUSTER MEET 127.0.0.1 %d %d", c->node[i]->port, bus[i]);
+        must(c, c->node[0], "CLUSTER MEET 127.0.0.1 %d %d", c->node[i]->port, c->node[i]->ports[1]);
     gint64 end = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
     for (int i = 0; i < c->n_nodes; i++)
         while (!knows_everyone(c, c->node[i])) {

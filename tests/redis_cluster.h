@@ -11,7 +11,8 @@
 typedef struct {
     int masters;          /* 0 for 3                                              */
     int replicas;         /* per master                                           */
-    int node_timeout_ms;  /* cluster-node-timeout: 0 for 500 ms                   */
+    int node_timeout_ms;  /* cluster-node-timeout: 0 for 5 s (a loaded machine must not
+                           * look like a dead node); a failover test sets less   */
     gboolean partial;     /* cluster-require-full-coverage no: the slots of a dead
                            * master fail, the others go on                        */
     const char *password; /* requirepass and masterauth of every node, or NULL    */
