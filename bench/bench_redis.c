@@ -33,9 +33,9 @@
 
 #define WATCHDOG_S 240 /* the whole program: killed, with its server, after this */
 
-/* The keyfile, written to a temporary file (%d: the port). The bucket holds 10^12
- * permits and refills 10^6 a second: every decision is an admission, so every call
- * runs the same path of the same script. */
+/* The keyfile, written to a temporary file (%d: the port, then the prefetch). The bucket holds
+ * 10^12 permits and refills 10^6 a second: every decision is an admission, so every call runs the
+ * same path of the same script. */
 static const char keyfile_format[] = "# written by bench_redis: a limit that never says no\n"
                                      "[sluice]\n"
                                      "backend = redis\n"
@@ -48,7 +48,15 @@ static const char keyfile_format[] = "# written by bench_redis: a limit that nev
                                      "limit = 1000000\n"
                                      "window = 1s\n"
                                      "burst = 1000000000000\n"
-                                     "per_key = false\n";
+                                     "per_key = false\n"
+                                     "\n"
+                                     "[limit:" PREFETCH_NAME "]\n"
+                                     "algorithm = " SCRIPT_NAME "\n"
+                                     "limit = 1000000\n"
+                                     "window = 1s\n"
+                                     "burst = 1000000000000\n"
+                                     "per_key = false\n"
+                                     "prefetch = %d\n";
 
 /* ---- the server, and the watchdog ------------------------------------------------- */
 
@@ -264,7 +272,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_redis: %s\n", error->message);
         goto out;
     }
-    keyfile = g_strdup_printf(keyfile_format, s->port);
+    keyfile = g_strdup_printf(keyfile_format, s->port, PREFETCH);
     initialized = bench_init(keyfile, &error);
     if (!initialized) {
         fprintf(stderr, "bench_redis: %s\n", error->message);

@@ -9,14 +9,17 @@
 
 #include "redis_server.h"
 
-#define RUN_NS       (2500 * G_GINT64_CONSTANT(1000000)) /* each measured run: about 2.5 s */
-#define THREADS_MANY 16         /* the concurrent case: threads, and redis-benchmark -c */
-#define PIPELINE     16         /* redis-benchmark -P of the aim */
-#define LATENCIES    (1u << 22) /* per-call latencies kept per run, shared by its threads */
-#define ROUNDS       5          /* the targets' rows, alternating: their medians decide */
-#define TARGET_P50_X 1.3        /* one thread's p50 within this many PING p50s */
-#define LIMIT_NAME   "bench.redis"
-#define SCRIPT_NAME  "token_bucket"
+#define RUN_NS            (2500 * G_GINT64_CONSTANT(1000000)) /* each measured run: about 2.5 s */
+#define THREADS_MANY      16         /* the concurrent case: threads, and redis-benchmark -c */
+#define PIPELINE          16         /* redis-benchmark -P of the aim */
+#define LATENCIES         (1u << 22) /* per-call latencies kept per run, shared by its threads */
+#define ROUNDS            5          /* the targets' rows, alternating: their medians decide */
+#define TARGET_P50_X      1.3        /* one thread's p50 within this many PING p50s */
+#define LIMIT_NAME        "bench.redis"
+#define PREFETCH_NAME     "bench.prefetch" /* the same rule with prefetch = PREFETCH */
+#define PREFETCH          100
+#define TARGET_PREFETCH_X 10.0 /* prefetch, 16 threads: this many times EVALSHA -c 16 */
+#define SCRIPT_NAME       "token_bucket"
 
 #define BENCH_ERROR g_quark_from_static_string("bench-redis")
 
@@ -43,7 +46,12 @@ redisContext *bench_connect(const test_redis *s);
 /* What each thread of a run calls in its loop. The hiredis calls are the reference for
  * sluice's: a plain blocking connection per thread, as the redis backend has, sending
  * the same EVALSHA (or PING) with nothing around it. */
-typedef enum { CALL_SLUICE, CALL_HIREDIS_PING, CALL_HIREDIS_EVALSHA } call_kind;
+typedef enum {
+    CALL_SLUICE,
+    CALL_SLUICE_PREFETCH,
+    CALL_HIREDIS_PING,
+    CALL_HIREDIS_EVALSHA
+} call_kind;
 
 /* One run of `kind` calls on `threads` threads (evalsha: the command sluice sends); FALSE when
  * a thread's array filled up, or when some calls were not admitted (the figure would not be
