@@ -29,20 +29,6 @@ static gpointer flood(gpointer data)
     return NULL;
 }
 
-static gint64 script_calls(test_redis *redis)
-{
-    redisReply *r = test_redis_command(redis, "INFO commandstats");
-    gint64 calls = 0;
-    static const char *const scripts[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-    for (guint i = 0; r && r->type == REDIS_REPLY_STRING && i < G_N_ELEMENTS(scripts); i++) {
-        const char *at = strstr(r->str, scripts[i]);
-        calls += at ? g_ascii_strtoll(at + strlen(scripts[i]), NULL, 10) : 0;
-    }
-    if (r)
-        freeReplyObject(r);
-    return calls;
-}
-
 /* One run: `threads` threads flood a limit that denies them all for RUN_US. */
 static void run(test_redis *redis, gboolean cache, int threads, double *per_s, double *redis_per_s)
 {
@@ -58,7 +44,7 @@ static void run(test_redis *redis, gboolean cache, int threads, double *per_s, d
     }
     freeReplyObject(test_redis_command(redis, "FLUSHALL"));
     sluice_acquire("flood", "attacker", 1, NULL, NULL); /* the one admitted */
-    gint64 before = script_calls(redis);
+    gint64 before = test_redis_script_calls(redis);
     decided = 0;
     gint64 start = g_get_monotonic_time();
     end_at = start + RUN_US;
@@ -69,7 +55,7 @@ static void run(test_redis *redis, gboolean cache, int threads, double *per_s, d
         g_thread_join(t[i]);
     double seconds = (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC;
     *per_s = (double)decided / seconds;
-    *redis_per_s = (double)(script_calls(redis) - before) / seconds;
+    *redis_per_s = (double)(test_redis_script_calls(redis) - before) / seconds;
     sluice_shutdown();
 }
 

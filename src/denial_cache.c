@@ -12,6 +12,8 @@
 
 #include <string.h>
 
+#include "limiter.h"
+
 #define SLOTS     256 /* per limit: bounded memory whatever the keys */
 #define STRIPES   64  /* writers' locks, shared by every cache */
 #define KEY_WORDS (SLUICE__DENIAL_CACHE_MAX_KEY / 8)
@@ -54,14 +56,7 @@ static GMutex stripes[STRIPES];
 
 sluice__denial_cache *sluice__denial_cache_of(sluice__denial_cache **where)
 {
-    sluice__denial_cache *c = g_atomic_pointer_get(where);
-    if (G_LIKELY(c))
-        return c;
-    sluice__denial_cache *fresh = g_new0(sluice__denial_cache, 1);
-    if (g_atomic_pointer_compare_and_exchange(where, NULL, fresh))
-        return fresh;
-    g_free(fresh); /* another thread made it first */
-    return g_atomic_pointer_get(where);
+    return sluice__limiter_part((gpointer *)where, sizeof(sluice__denial_cache));
 }
 
 void sluice__denial_cache_free(sluice__denial_cache *cache)

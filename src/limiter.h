@@ -24,6 +24,20 @@ typedef struct {
     sluice_stats stats;            /* every decision on this name since sluice_init  */
 } sluice__limiter;
 
+/* The part of a limiter at *where (denials, prefetched), made zeroed (size bytes)
+ * by the first thread that needs it: the pointer is loaded and set atomically. */
+static inline gpointer sluice__limiter_part(gpointer *where, gsize size)
+{
+    gpointer part = g_atomic_pointer_get(where);
+    if (G_LIKELY(part))
+        return part;
+    gpointer fresh = g_malloc0(size);
+    if (g_atomic_pointer_compare_and_exchange(where, NULL, fresh))
+        return fresh;
+    g_free(fresh); /* another thread made it first */
+    return g_atomic_pointer_get(where);
+}
+
 static inline const sluice__rule *sluice__limiter_rule(sluice__limiter *limiter)
 {
     return g_atomic_pointer_get(&limiter->rule);

@@ -13,6 +13,8 @@
 
 #include <string.h>
 
+#include "limiter.h"
+
 #define SLOTS   256
 #define STRIPES 64
 
@@ -38,14 +40,7 @@ static guint forks; /* under every stripe: fork()s this process is a child of */
 
 sluice__prefetch *sluice__prefetch_of(sluice__prefetch **where)
 {
-    sluice__prefetch *p = g_atomic_pointer_get(where);
-    if (G_LIKELY(p))
-        return p;
-    sluice__prefetch *fresh = g_new0(sluice__prefetch, 1);
-    if (g_atomic_pointer_compare_and_exchange(where, NULL, fresh))
-        return fresh;
-    g_free(fresh); /* another thread made it first */
-    return g_atomic_pointer_get(where);
+    return sluice__limiter_part((gpointer *)where, sizeof(sluice__prefetch));
 }
 
 void sluice__prefetch_free(sluice__prefetch *store)

@@ -13,16 +13,7 @@
 
 static gint64 script_calls(void)
 {
-    redisReply *r = test_redis_command(fixture_redis(), "INFO commandstats");
-    ck_assert_ptr_nonnull(r);
-    gint64 calls = 0;
-    static const char *const scripts[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-    for (guint i = 0; i < G_N_ELEMENTS(scripts); i++) {
-        const char *at = strstr(r->str, scripts[i]);
-        calls += at ? g_ascii_strtoll(at + strlen(scripts[i]), NULL, 10) : 0;
-    }
-    freeReplyObject(r);
-    return calls;
+    return test_redis_script_calls(fixture_redis());
 }
 
 /* Counts script calls from now, the script loaded (a first EVALSHA on a fresh

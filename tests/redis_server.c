@@ -488,3 +488,21 @@ redisReply *test_redis_command(const test_redis *redis, const char *format, ...)
     redisFree(ctx);
     return r;
 }
+
+gint64 test_redis_script_calls(const test_redis *redis)
+{
+    redisReply *r = test_redis_command(redis, "INFO commandstats");
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        if (r)
+            freeReplyObject(r);
+        return -1;
+    }
+    gint64 calls = 0;
+    static const char *const scripts[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (guint i = 0; i < G_N_ELEMENTS(scripts); i++) {
+        const char *at = strstr(r->str, scripts[i]);
+        calls += at ? g_ascii_strtoll(at + strlen(scripts[i]), NULL, 10) : 0;
+    }
+    freeReplyObject(r);
+    return calls;
+}
