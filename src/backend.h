@@ -13,6 +13,10 @@ typedef struct sluice__backend sluice__backend;
  * set (the callee owns it) and v NULL. */
 typedef void (*sluice__decided_func)(const sluice__verdict *v, GError *failure, gpointer data);
 
+/* Told of one server of a backend: its name for messages ("redis 127.0.0.1:6379")
+ * and whether its circuit breaker is open (its calls refused, on_error deciding). */
+typedef void (*sluice__breaker_func)(const char *what, gboolean open, gpointer data);
+
 /* What every backend provides (as hiredis' redisContextFuncs). */
 typedef struct {
     const char *name;
@@ -38,6 +42,8 @@ typedef struct {
     /* Optional: a reload replaced the backend; threads may still be inside it,
      * and it is freed at shutdown. Lets go of what it need not keep meanwhile. */
     void (*retire)(sluice__backend *backend);
+    /* Optional: calls func for each server it sends to (remote backends). */
+    void (*breakers)(sluice__backend *backend, sluice__breaker_func func, gpointer data);
     void (*free)(sluice__backend *backend);
 } sluice__backend_funcs;
 

@@ -24,6 +24,13 @@ static gint denial_cache_on = TRUE; /* atomic: [sluice] denial_cache */
 static gint failures_to_inject;     /* atomic; sluice__engine_inject_failures */
 static char *failure_message;       /* under wake_lock */
 
+void sluice__engine_breakers(sluice__breaker_func func, gpointer data)
+{
+    sluice__backend *b = g_atomic_pointer_get(&backend);
+    if (b && b->funcs->breakers)
+        b->funcs->breakers(b, func, data);
+}
+
 void sluice__engine_set_backends(sluice__backend *b, sluice__backend *l, gboolean denial_cache)
 {
     g_atomic_pointer_set(&backend, b);

@@ -14,6 +14,8 @@
  * cache. All stay until the next call; NULL, NULL at shutdown. */
 void sluice__engine_set_backends(sluice__backend *backend, sluice__backend *local,
                                  gboolean denial_cache);
+/* Calls func for each server of the current backend, with its breaker's state. */
+void sluice__engine_breakers(sluice__breaker_func func, gpointer data);
 
 /* One decision for limiter under its current rule. wait_us < 0: the rule's wait.
  * Returns SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_ERROR (backend failure: *error

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "arguments.h"
+#include "engine.h"
 #include "registry.h"
 #include "counters.h"
 
@@ -161,6 +162,13 @@ static void histogram(GString *out, const char *metric, GPtrArray *all)
     }
 }
 
+static void add_breaker(const char *what, gboolean open, gpointer out)
+{
+    g_string_append(out, "sluice_breaker_open{node=\"");
+    append_label(out, what);
+    g_string_append_printf(out, "\"} %d\n", open ? 1 : 0);
+}
+
 char *sluice_stats_prometheus(void)
 {
     g_autoptr(GPtrArray) limits = g_ptr_array_new_with_free_func(series_free);
@@ -197,5 +205,9 @@ char *sluice_stats_prometheus(void)
            "Calls of a decorated function that ran its degrade function or fallback.");
     counter(out, "sluice_function_degraded_total", functions,
             G_STRUCT_OFFSET(sluice_stats, degraded));
+    header(out, "sluice_breaker_open", "gauge",
+           "1 while the circuit breaker of a Redis server is open (its calls refused, "
+           "on_error deciding), else 0.");
+    sluice__engine_breakers(add_breaker, out);
     return g_string_free(out, FALSE);
 }

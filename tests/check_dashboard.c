@@ -184,12 +184,13 @@ RATE_LIMITED_FUNCTION(int, export_report, (int x), (x), "export", export_busy, N
     return x;
 }
 
-/* Decides allowed, denied (one from the denial cache), shadow_denied, waited and degraded
- * on a real redis-server,
- * then error (the server stopped); returns the exposition. */
-static char *decide_every_kind(void)
+/* Decides allowed, denied (one from the denial cache), shadow_denied, waited and
+ * degraded on a real redis-server, then error (the server stopped: its breaker opens);
+ * returns the exposition, and the server's port in *port. */
+static char *decide_every_kind(int *port)
 {
     test_redis *server = test_redis_start(NULL);
+    *port = server->port;
     g_autofree char *url = test_redis_url(server);
     g_autofree char *contents = g_strdup_printf(
         "[sluice]\nbackend = redis\nredis = %s\ntimeout = 2s\non_error = allow\n"
@@ -211,6 +212,10 @@ static char *decide_every_kind(void)
     ck_assert_int_eq(sluice_acquire_wait("queue", NULL, 1, 1000, &d, NULL), SLUICE_ALLOWED);
     ck_assert_int_eq(export_report(7), 7);
     ck_assert_int_eq(export_report(7), -7); /* degraded */
+    g_autofree char *closed =
+        g_strdup_printf("sluice_breaker_open{node=\"redis 127.0.0.1:%d\"} 0\n", server->port);
+    g_autofree char *before = sluice_stats_prometheus();
+    ck_assert_msg(strstr(before, closed), "no %s in:\n%s", closed, before);
     test_redis_stop(server);
     for (int i = 0; i < 5; i++) /* the breaker opens after a few */
         ck_assert_int_eq(sluice_acquire("api", "elsewhere", 1, &d, NULL), SLUICE_ERROR);
@@ -221,7 +226,8 @@ static char *decide_every_kind(void)
 
 START_TEST(every_query_names_what_the_exposition_has)
 {
-    g_autofree char *text = decide_every_kind();
+    int port;
+    g_autofree char *text = decide_every_kind(&port);
     g_autoptr(GHashTable) helped = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     g_autoptr(GHashTable) e = parse_exposition(text, helped);
     /* the process made decisions of every kind: the queries below can see them */
@@ -236,6 +242,9 @@ START_TEST(every_query_names_what_the_exposition_has)
     };
     for (guint i = 0; i < G_N_ELEMENTS(made); i++)
         ck_assert_msg(strstr(text, made[i]), "no %s in:\n%s", made[i], text);
+    g_autofree char *open =
+        g_strdup_printf("sluice_breaker_open{node=\"redis 127.0.0.1:%d\"} 1\n", port);
+    ck_assert_msg(strstr(text, open), "no %s in:\n%s", open, text);
 
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;

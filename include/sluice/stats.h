@@ -50,7 +50,8 @@ SLUICE_API void sluice_descriptor_stats(const sluice_descriptor *descriptor, slu
  * sluice_cached_denials_total{name}, sluice_prefetched_total{name}, the histogram
  * sluice_decision_seconds{name}, and per decorated function
  * sluice_function_decisions_total{name,function,site,outcome} and
- * sluice_function_degraded_total{name,function,site}. Free with g_free. */
+ * sluice_function_degraded_total{name,function,site}; on Redis, per server the gauge
+ * sluice_breaker_open{node} (1 while its circuit breaker is open). Free with g_free. */
 SLUICE_API char *sluice_stats_prometheus(void);
 
 G_END_DECLS

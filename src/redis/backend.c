@@ -392,6 +392,21 @@ static void redis_free(sluice__backend *backend)
     g_free(b);
 }
 
+static void redis_breakers(sluice__backend *backend, sluice__breaker_func func, gpointer data)
+{
+    redis_backend *b = (redis_backend *)backend;
+    sluice__redis_node *node;
+    if (b->cluster) {
+        for (guint i = 0; (node = sluice__redis_cluster_nth(b->cluster, i)) != NULL; i++)
+            func(node->endpoint.what, sluice__breaker_is_open(&node->breaker), data);
+        return;
+    }
+    /* Sentinel: the master now, if one is known */
+    node = b->master ? sluice__redis_master_node(b->master, NULL) : b->node;
+    if (node)
+        func(node->endpoint.what, sluice__breaker_is_open(&node->breaker), data);
+}
+
 static const sluice__backend_funcs redis_funcs = {
     .name = "redis",
     .decide = redis_decide,
@@ -399,6 +414,7 @@ static const sluice__backend_funcs redis_funcs = {
     .release = redis_release,
     .reset = redis_reset,
     .retire = redis_retire,
+    .breakers = redis_breakers,
     .free = redis_free,
 };
 

@@ -121,3 +121,8 @@ void sluice__breaker_refuse(sluice__breaker *b, GError **error)
                 "%s: failing (%s); next try in %" G_GINT64_FORMAT " ms", b->what, last ? last : "?",
                 (left + 999) / 1000);
 }
+
+gboolean sluice__breaker_is_open(sluice__breaker *b)
+{
+    return g_atomic_int_get(&b->open) != 0;
+}

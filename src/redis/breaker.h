@@ -35,5 +35,7 @@ void sluice__breaker_failure(sluice__breaker *b, gboolean trial, const char *why
 /* Sets *error (SLUICE_ERROR_BACKEND) for a call the breaker did not let out:
  * "redis HOST:PORT: failing (LAST FAILURE); next try in N ms". Takes no lock. */
 void sluice__breaker_refuse(sluice__breaker *b, GError **error);
+/* TRUE while the breaker is open (calls refused; a trial may be out). Takes no lock. */
+gboolean sluice__breaker_is_open(sluice__breaker *b);
 
 #endif

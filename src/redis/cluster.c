@@ -95,6 +95,11 @@ void sluice__redis_cluster_retire(sluice__redis_cluster *c)
         sluice__redis_node_retire(c->nodes[i]);
 }
 
+sluice__redis_node *sluice__redis_cluster_nth(sluice__redis_cluster *c, guint i)
+{
+    return i < (guint)g_atomic_int_get(&c->n_nodes) ? g_atomic_pointer_get(&c->nodes[i]) : NULL;
+}
+
 sluice__redis_node *sluice__redis_cluster_node(sluice__redis_cluster *c, guint slot)
 {
     gint i = sluice__cluster_map_owner(&c->map, slot);

@@ -26,6 +26,10 @@ void sluice__redis_cluster_retire(sluice__redis_cluster *c);
  * *error when none answered (SLUICE_ERROR_AUTH when one refused the credentials). */
 gboolean sluice__redis_cluster_start(sluice__redis_cluster *c, gint64 deadline, GError **error);
 
+/* The node at index i of the nodes known so far (seeds, then masters as found), or
+ * NULL past the last. Takes no lock. */
+sluice__redis_node *sluice__redis_cluster_nth(sluice__redis_cluster *c, guint i);
+
 /* The node that serves slot by the map, or NULL when it names none. Takes no lock
  * and allocates nothing. */
 sluice__redis_node *sluice__redis_cluster_node(sluice__redis_cluster *c, guint slot);
