@@ -4,7 +4,7 @@
 --   op: "acquire" takes `permits` leases (0 = peek at one); "release" drops the
 --   expired leases, gives back `permits` leases oldest first, and answers as a peek
 --   now_us: "" = Redis TIME, else a test/replay override
--- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased}, µs;
+-- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased, 0}, µs;
 -- leased = the permits taken (to be released).
 -- State: a ZSET with one member per lease in flight, score = its expiry, member = a
 -- number from the seq_key counter; both keys get PX = ceil(reset/1000) + 1 ms and
@@ -83,4 +83,4 @@ if total > 0 then
   reset = newest - now
 end
 if permits > capacity then allowed, retry = false, -1 end
-return {allowed and 1 or 0, capacity, remaining, retry, reset, 0, leased}
+return {allowed and 1 or 0, capacity, remaining, retry, reset, 0, leased, 0}

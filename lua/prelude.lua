@@ -154,3 +154,66 @@ local function stored_time(l, q, r, d)
   end
   return q, r
 end
+
+-- The driver of every algorithm but concurrency: `band(key, seq, limit, w, burst,
+-- permits, reserve, now, commit)` decides one band and returns its reply
+-- {allowed, limit, remaining, retry, reset, wait, leased}; commit false decides
+-- as if the call consumed and writes nothing. A rule with bands passes ARGV[9]
+-- bands and ARGV[10] shadow bands, then limit, window_us and burst of each, and
+-- KEYS[2i - 1], KEYS[2i] of band i (the rule's own is band 1): every band is
+-- decided without writing, then, when every enforced band admits, each takes the
+-- permits (a shadow band only when it admits too). The reply reports the enforced
+-- band with the fewest remaining (the first on a tie), the latest retry (-1 when
+-- one can never pass) and reset, and 8th whether a shadow band would have refused.
+local function run_bands(band)
+  local permits = tonumber(ARGV[6])
+  local reserve = tonumber(ARGV[7])
+  if ARGV[1] == 'release' then permits, reserve = 0, 0 end
+  local now = now_us()
+  local enforced = 1 + tonumber(ARGV[9] or '0')
+  local n = enforced + tonumber(ARGV[10] or '0')
+  if n == 1 then
+    local r = band(KEYS[1], KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
+                   permits, reserve, now, true)
+    r[8] = 0
+    return r
+  end
+  local function spec(i)
+    if i == 1 then
+      return KEYS[1], KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+    end
+    local a = 10 + 3 * (i - 2)
+    return KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
+           tonumber(ARGV[a + 3])
+  end
+  local each, all = {}, true
+  for i = 1, n do
+    local k, s, l, w, b = spec(i)
+    each[i] = band(k, s, l, w, b, permits, 0, now, false)
+    if i <= enforced and each[i][1] == 0 then all = false end
+  end
+  if permits > 0 and all then
+    for i = 1, n do
+      if i <= enforced or each[i][1] == 1 then
+        local k, s, l, w, b = spec(i)
+        each[i] = band(k, s, l, w, b, permits, 0, now, true)
+      end
+    end
+  end
+  local tight, retry, reset, never, shadow = 1, -1, 0, false, 0
+  for i = 1, enforced do
+    local r = each[i]
+    if r[3] < each[tight][3] then tight = i end
+    if r[5] > reset then reset = r[5] end
+    if r[1] == 0 and r[4] < 0 then
+      never = true
+    elseif r[1] == 0 and r[4] > retry then
+      retry = r[4]
+    end
+  end
+  for i = enforced + 1, n do
+    if all and each[i][1] == 0 then shadow = 1 end
+  end
+  if all or never then retry = -1 end
+  return {all and 1 or 0, each[tight][2], each[tight][3], retry, reset, 0, 0, shadow}
+end

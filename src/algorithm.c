@@ -369,8 +369,11 @@ static void concurrency(const call *c, sluice__verdict *v)
     v->reset_after_us = leases->total > 0 ? runs_newest(leases) - c->now : 0;
 }
 
-void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 epoch_us,
-                    gint64 permits, gint64 reserve_us, sluice__verdict *v)
+/* One band: decides with `rule` on `state`; dry: as if the call consumed, but
+ * without changing the state (the first pass of a rule with bands). */
+static void decide_one(const sluice__rule *rule, sluice__state *state, gint64 now_us,
+                       gint64 epoch_us, gint64 permits, gint64 reserve_us, gboolean dry,
+                       sluice__verdict *v)
 {
     gint64 capacity = sluice__rule_capacity(rule);
     call c = {rule,
@@ -378,12 +381,13 @@ void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_u
               now_us,
               epoch_us,
               permits > 0 ? permits : 1,
-              permits > 0 && permits <= capacity,
+              !dry && permits > 0 && permits <= capacity,
               permits <= capacity ? MIN(reserve_us, SLUICE__MAX_RESERVE_US) : 0};
 
     v->limit = capacity;
     v->wait_us = 0;
     v->leased = 0;
+    v->shadow_denied = FALSE;
     if (c.need > capacity)
         c.need = capacity + 1; /* keeps the arithmetic small; denied either way */
     switch (rule->algorithm) {
@@ -410,7 +414,75 @@ void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_u
         v->allowed = FALSE;
         v->retry_after_us = -1;
     }
-    state->idle_at = now_us + v->reset_after_us;
+}
+
+/* The rule of band i: the rule's own (0) or one of its bands. */
+static void band_rule(const sluice__rule *rule, guint i, sluice__rule *out)
+{
+    *out = *rule;
+    if (i == 0)
+        return;
+    out->limit = rule->bands[i - 1].limit;
+    out->window_us = rule->bands[i - 1].window_us;
+    out->burst = rule->bands[i - 1].burst;
+}
+
+void sluice__decide(const sluice__rule *rule, sluice__state *states, gint64 now_us, gint64 epoch_us,
+                    gint64 permits, gint64 reserve_us, sluice__verdict *v)
+{
+    if (rule->n_bands + rule->n_shadow == 0) {
+        decide_one(rule, &states[0], now_us, epoch_us, permits, reserve_us, FALSE, v);
+        states[0].idle_at = now_us + v->reset_after_us;
+        return;
+    }
+    /* bands: all or nothing. First every band as if the call consumed (nothing
+     * changes), then, when every enforced band admits, each takes the permits (a
+     * shadow band only when it admits too). No reservations: a waiting caller
+     * sleeps until the latest band's retry and asks again. */
+    guint n = sluice__rule_bands(rule), enforced = 1 + rule->n_bands;
+    sluice__verdict each[1 + SLUICE__MAX_BANDS] = {{0}};
+    sluice__rule r;
+    gboolean all = TRUE;
+    for (guint i = 0; i < n; i++) {
+        band_rule(rule, i, &r);
+        decide_one(&r, &states[i], now_us, epoch_us, permits, 0, TRUE, &each[i]);
+        if (i < enforced && !each[i].allowed)
+            all = FALSE;
+    }
+    if (permits > 0 && all) {
+        for (guint i = 0; i < n; i++) {
+            if (i >= enforced && !each[i].allowed)
+                continue;
+            band_rule(rule, i, &r);
+            decide_one(&r, &states[i], now_us, epoch_us, permits, 0, FALSE, &each[i]);
+        }
+    }
+    /* the band with the fewest remaining (the first on a tie), the latest retry (-1
+     * when one band can never pass the permits) and reset */
+    guint tight = 0;
+    gint64 retry = -1, reset = 0, idle = 0;
+    gboolean never = FALSE;
+    for (guint i = 0; i < n; i++) {
+        idle = MAX(idle, each[i].reset_after_us);
+        if (i >= enforced)
+            continue;
+        if (each[i].remaining < each[tight].remaining)
+            tight = i;
+        reset = MAX(reset, each[i].reset_after_us);
+        if (!each[i].allowed && each[i].retry_after_us < 0)
+            never = TRUE;
+        else if (!each[i].allowed)
+            retry = MAX(retry, each[i].retry_after_us);
+    }
+    *v = each[tight];
+    v->allowed = all;
+    v->retry_after_us = all || never ? -1 : retry;
+    v->reset_after_us = reset;
+    v->wait_us = 0;
+    v->leased = 0;
+    for (guint i = enforced; i < n; i++)
+        v->shadow_denied = v->shadow_denied || (all && !each[i].allowed);
+    states[0].idle_at = now_us + idle;
 }
 
 void sluice__release(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits)

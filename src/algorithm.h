@@ -33,12 +33,13 @@ typedef struct {
 /* The answer of one decision, in microseconds. */
 typedef struct {
     gboolean allowed;
-    gint64 limit;          /* capacity                                        */
-    gint64 remaining;      /* permits that could still pass now               */
-    gint64 retry_after_us; /* -1 when allowed or never                        */
-    gint64 reset_after_us; /* until back to full capacity                     */
-    gint64 wait_us;        /* > 0: admitted on reservation, due after this    */
-    gint64 leased;         /* concurrency permits taken, to be given back     */
+    gint64 limit;           /* capacity                                        */
+    gint64 remaining;       /* permits that could still pass now               */
+    gint64 retry_after_us;  /* -1 when allowed or never                        */
+    gint64 reset_after_us;  /* until back to full capacity                     */
+    gint64 wait_us;         /* > 0: admitted on reservation, due after this    */
+    gint64 leased;          /* concurrency permits taken, to be given back     */
+    gboolean shadow_denied; /* admitted, but a shadow band would have refused  */
 } sluice__verdict;
 
 /* The longest a token_bucket caller may reserve ahead (18250 days): it keeps the
@@ -46,11 +47,13 @@ typedef struct {
 #define SLUICE__MAX_RESERVE_US (G_GINT64_CONSTANT(18250) * 86400 * 1000000)
 
 /* Decides `permits` permits (0: a peek at one) at time now_us and updates the
- * state when they are admitted. epoch_us is the same instant in µs since
+ * states when they are admitted: states[0] for the rule's own limit and window,
+ * states[i] for its band i (sluice__rule_bands(rule) in all; states[0].idle_at
+ * covers them all). epoch_us is the same instant in µs since
  * 1970-01-01T00:00:00Z: fixed_window with anchor = epoch starts its windows at its
  * multiples of the window. reserve_us > 0 lets a token_bucket caller that would be
  * denied reserve its tokens when they are due within reserve_us. */
-void sluice__decide(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 epoch_us,
+void sluice__decide(const sluice__rule *rule, sluice__state *states, gint64 now_us, gint64 epoch_us,
                     gint64 permits, gint64 reserve_us, sluice__verdict *verdict);
 
 /* Gives back `permits` concurrency permits, oldest lease first. */

@@ -23,9 +23,9 @@
 static const char *const sluice_keys[] = {
     "backend", "redis",    "password_file", "sentinel_password_file", "key_prefix",
     "timeout", "on_error", "reload",        "denial_cache",           NULL};
-static const char *const limit_keys[] = {"algorithm", "limit",        "window",  "burst",
-                                         "wait",      "mode",         "per_key", "anchor",
-                                         "prefetch",  "prefetch_ttl", NULL};
+static const char *const limit_keys[] = {
+    "algorithm", "limit",        "window", "burst",    "wait",         "mode", "per_key",
+    "bands",     "shadow_bands", "anchor", "prefetch", "prefetch_ttl", NULL};
 static const char *const algorithm_names[] = {
     "fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency", NULL};
 static const char *const backend_names[] = {"memory", "redis", NULL};
@@ -357,8 +357,25 @@ static void check_anchor(reader *r, sluice__algorithm algorithm)
                                sluice__algorithm_name(algorithm)));
 }
 
-/* The checks that involve more than one value of a rule. */
-static void check_rule(reader *r, const sluice__rule *rule)
+/* A problem of the rule's limit or burst: under its own key, or, for a band, under
+ * band_key with the band's text and what part of it is wrong. */
+static void report_part(reader *r, const char *band_key, const char *band_text, const char *part,
+                        gint64 value, char *why)
+{
+    if (band_key) {
+        g_autofree char *full = g_strdup_printf("%s %" G_GINT64_FORMAT ": %s", part, value, why);
+        g_free(why);
+        report(r, band_key, band_text, g_steal_pointer(&full));
+        return;
+    }
+    g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, value);
+    report(r, part, v, why);
+}
+
+/* The checks that involve more than one value of a rule (or of one of its bands:
+ * band_key and band_text name it). */
+static void check_rule(reader *r, const sluice__rule *rule, const char *band_key,
+                       const char *band_text)
 {
     g_autofree char *window = sluice__format_duration(rule->window_us);
     char *why;
@@ -367,8 +384,7 @@ static void check_rule(reader *r, const sluice__rule *rule)
         why = g_strdup_printf("too large for sliding_window over %s: limit × window in ms must "
                               "stay under 2^52; at most %" G_GINT64_FORMAT,
                               window, (G_GINT64_CONSTANT(1) << 52) / (rule->window_us / 1000));
-        g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->limit);
-        report(r, "limit", v, why);
+        report_part(r, band_key, band_text, "limit", rule->limit, why);
     }
     if ((rule->algorithm == SLUICE__SLIDING_LOG || rule->algorithm == SLUICE__CONCURRENCY) &&
         rule->limit > SLUICE__MAX_LOGGED_PERMITS) {
@@ -376,8 +392,7 @@ static void check_rule(reader *r, const sluice__rule *rule)
                               "call for all of them writes as many); at most %" G_GINT64_FORMAT
                               "; sliding_window or token_bucket keep O(1) state",
                               sluice__algorithm_name(rule->algorithm), SLUICE__MAX_LOGGED_PERMITS);
-        g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->limit);
-        report(r, "limit", v, why);
+        report_part(r, band_key, band_text, "limit", rule->limit, why);
     }
     if (rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA) {
         /* any rate is exact (docs/algorithms.md); a full refill, burst × window /
@@ -386,12 +401,100 @@ static void check_rule(reader *r, const sluice__rule *rule)
                                  (unsigned __int128)rule->limit /
                                  (unsigned __int128)rule->window_us;
         if ((unsigned __int128)rule->burst > most) {
-            g_autofree char *b = g_strdup_printf("%" G_GINT64_FORMAT, rule->burst);
             why = g_strdup_printf("too large: refilling it would take more than 36500d; at "
                                   "most %" G_GINT64_FORMAT,
                                   (gint64)most);
-            report(r, "burst", b, why);
+            report_part(r, band_key, band_text, "burst", rule->burst, why);
         }
+    }
+}
+
+/* One band, LIMIT/WINDOW or LIMIT/WINDOW/BURST, into *out; FALSE with a sentence. */
+static gboolean parse_band(const char *text, sluice__algorithm algorithm, sluice__band *out,
+                           char **why)
+{
+    g_auto(GStrv) parts = g_strsplit(text, "/", -1);
+    guint n = g_strv_length(parts);
+    gboolean bucket = algorithm == SLUICE__TOKEN_BUCKET || algorithm == SLUICE__GCRA;
+    char *inner = NULL;
+    if (n < 2 || n > 3 || (n == 3 && !bucket)) {
+        *why = g_strdup_printf("\"%s\": expected LIMIT/WINDOW%s, e.g. 1000/1h", text,
+                               bucket ? " or LIMIT/WINDOW/BURST" : "");
+        return FALSE;
+    }
+    for (guint i = 0; i < n; i++)
+        g_strstrip(parts[i]);
+    if (!sluice__parse_count(parts[0], 1, SLUICE__MAX_PERMITS, &out->limit, &inner)) {
+        *why = g_strdup_printf("\"%s\": limit %s: %s", text, parts[0], inner);
+        g_free(inner);
+        return FALSE;
+    }
+    if (!sluice__parse_duration(parts[1], 1000, SLUICE__MAX_DURATION_US, &out->window_us, &inner)) {
+        *why = g_strdup_printf("\"%s\": window %s: %s", text, parts[1], inner);
+        g_free(inner);
+        return FALSE;
+    }
+    out->burst = out->limit;
+    if (n == 3 && !sluice__parse_count(parts[2], 1, SLUICE__MAX_PERMITS, &out->burst, &inner)) {
+        *why = g_strdup_printf("\"%s\": burst %s: %s", text, parts[2], inner);
+        g_free(inner);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean same_band(const sluice__band *a, gint64 limit, gint64 window_us, gint64 burst)
+{
+    return a->limit == limit && a->window_us == window_us && a->burst == burst;
+}
+
+/* `bands` or `shadow_bands`: a comma-separated list, appended to rule->bands; each
+ * band is checked as a rule of its own, and none may repeat another. */
+static void read_bands(reader *r, const char *key, sluice__rule *rule, guint *count)
+{
+    g_autofree char *v = value_of(r, key);
+    if (!v)
+        return;
+    if (rule->algorithm == SLUICE__CONCURRENCY) {
+        report(r, key, v, g_strdup("applies to every algorithm but concurrency"));
+        return;
+    }
+    g_auto(GStrv) items = g_strsplit(v, ",", -1);
+    for (guint i = 0; items[i]; i++) {
+        char *item = g_strstrip(items[i]);
+        sluice__band band;
+        char *why = NULL;
+        if (!parse_band(item, rule->algorithm, &band, &why)) {
+            report(r, key, v, why);
+            return;
+        }
+        gboolean repeated = same_band(&band, rule->limit, rule->window_us, rule->burst);
+        for (guint j = 0; j < rule->n_bands + rule->n_shadow; j++)
+            repeated =
+                repeated || same_band(&rule->bands[j], band.limit, band.window_us, band.burst);
+        if (repeated) {
+            report(r, key, v,
+                   g_strdup_printf("\"%s\" repeats the rule's limit and window or another "
+                                   "band; expected each band once",
+                                   item));
+            return;
+        }
+        if (rule->n_bands + rule->n_shadow == SLUICE__MAX_BANDS) {
+            report(r, key, v,
+                   g_strdup_printf("more than %d bands (bands and shadow_bands together)",
+                                   SLUICE__MAX_BANDS));
+            return;
+        }
+        sluice__rule as_rule = *rule;
+        as_rule.limit = band.limit;
+        as_rule.window_us = band.window_us;
+        as_rule.burst = band.burst;
+        gsize before = r->problems->len;
+        check_rule(r, &as_rule, key, item);
+        if (r->problems->len != before)
+            return;
+        rule->bands[rule->n_bands + rule->n_shadow] = band;
+        (*count)++;
     }
 }
 
@@ -448,7 +551,11 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     check_anchor(r, rule->algorithm);
     check_prefetch(r, rule);
     if (r->problems->len == before && rule->window_us > 0 && rule->limit > 0)
-        check_rule(r, rule);
+        check_rule(r, rule, NULL, NULL);
+    if (r->problems->len == before) {
+        read_bands(r, "bands", rule, &rule->n_bands);
+        read_bands(r, "shadow_bands", rule, &rule->n_shadow);
+    }
     if (r->problems->len != before) {
         g_free(rule);
         return;

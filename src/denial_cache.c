@@ -130,7 +130,7 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
             break;
     }
     gint64 aged = MAX(0, now_us - sent_us);
-    *v = (sluice__verdict){FALSE, said[0], said[1], said[2], said[3], 0, 0};
+    *v = (sluice__verdict){FALSE, said[0], said[1], said[2], said[3], 0, 0, FALSE};
     if (asked > sluice__rule_capacity(rule))
         v->retry_after_us = -1; /* can never pass, whatever the state */
     else

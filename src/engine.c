@@ -91,7 +91,7 @@ static void fall_back(sluice__limiter *limiter, const sluice__rule *rule, const 
                       gint64 permits, gint64 reserve_us, sluice__verdict *v)
 {
     *v = (sluice__verdict){
-        sluice__engine_policy_allows(rule), sluice__rule_capacity(rule), 0, -1, 0, 0, 0};
+        sluice__engine_policy_allows(rule), sluice__rule_capacity(rule), 0, -1, 0, 0, 0, FALSE};
     if (rule->on_error == SLUICE__ON_ERROR_LOCAL) {
         sluice__backend *l = g_atomic_pointer_get(&local);
         l->funcs->decide(l, limiter, rule, key, permits, reserve_us, v, NULL);
@@ -323,8 +323,8 @@ sluice__outcome sluice__engine_settle(const sluice__rule *rule, const sluice__ve
                                       sluice_decision *out)
 {
     sluice__engine_to_decision(v, out);
-    if (v->allowed)
-        return SLUICE__OUTCOME_ALLOWED;
+    if (v->allowed) /* a shadow band that would have refused is counted as shadow_denied */
+        return v->shadow_denied ? SLUICE__OUTCOME_SHADOW_DENIED : SLUICE__OUTCOME_ALLOWED;
     if (!rule->shadow)
         return SLUICE__OUTCOME_DENIED;
     out->allowed = TRUE; /* shadow: decided and counted, never enforced */

@@ -19,6 +19,15 @@ typedef enum {
     SLUICE__ON_ERROR_LOCAL,
 } sluice__on_error;
 
+/* The most bands a rule may add beside its own limit and window (bands and
+ * shadow_bands together). */
+#define SLUICE__MAX_BANDS 8
+
+/* One more band of a rule: its own limit per window (and burst), same algorithm. */
+typedef struct {
+    gint64 limit, window_us, burst;
+} sluice__band;
+
 /* Every field is set by config.c; rules are compared and hashed as bytes, so a
  * rule is always zeroed before it is filled. */
 typedef struct {
@@ -33,6 +42,9 @@ typedef struct {
     gboolean epoch;         /* fixed_window: anchor = epoch (windows on the UTC clock) */
     gint64 prefetch;        /* permits taken per round trip and handed out in process */
     gint64 prefetch_ttl_us; /* how long prefetched permits may be used           */
+    guint n_bands;          /* `bands`: bands[0 .. n_bands) must admit too           */
+    guint n_shadow;         /* `shadow_bands`: the next n_shadow, decided, never refuse */
+    sluice__band bands[SLUICE__MAX_BANDS];
 } sluice__rule;
 
 /* Most permits that can ever pass at once: burst for token_bucket and gcra. */
@@ -40,6 +52,12 @@ static inline gint64 sluice__rule_capacity(const sluice__rule *rule)
 {
     return rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA ? rule->burst
                                                                                       : rule->limit;
+}
+
+/* The bands a rule decides: its own (0), then bands, then shadow bands. */
+static inline guint sluice__rule_bands(const sluice__rule *rule)
+{
+    return 1 + rule->n_bands + rule->n_shadow;
 }
 
 /* TRUE when state kept under rule a serves rule b: the same algorithm and per_key.

@@ -153,7 +153,7 @@ START_TEST(lint_lists_every_problem_of_a_bad_keyfile_and_exits_1)
         "%s: [limit:login] limit = 0: must be at least 1\n"
         "%s: [limit:login] window = 10: missing unit, e.g. 10s\n"
         "%s: [limit:login] widnow: unknown key; expected one of algorithm, limit, window, "
-        "burst, wait, mode, per_key, anchor, prefetch, prefetch_ttl\n"
+        "burst, wait, mode, per_key, bands, shadow_bands, anchor, prefetch, prefetch_ttl\n"
         "%s: [limits:typo]: unknown group; expected [sluice] or [limit:NAME]\n",
         path, path, path, path, path);
     ck_run(r, 1, expected, "");

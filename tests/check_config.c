@@ -26,7 +26,9 @@ typedef struct {
 /* clang-format on */
 
 #define LIMIT_KEYS                                                                                 \
-    "algorithm, limit, window, burst, wait, mode, per_key, anchor, prefetch, prefetch_ttl"
+    "algorithm, limit, window, burst, wait, mode, per_key, bands, shadow_bands, anchor, "          \
+    "prefetch, "                                                                                   \
+    "prefetch_ttl"
 #define SLUICE_KEYS                                                                                \
     "backend, redis, password_file, sentinel_password_file, key_prefix, timeout, on_error, "       \
     "reload, "                                                                                     \

@@ -391,3 +391,11 @@ int fixture_run(Suite *suite)
     cluster = NULL;
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+void fixture_refused(const char *contents, const char *message)
+{
+    g_autofree char *path = fixture_write_keyfile(contents);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(!sluice_init(path, &error), "accepted: %s", contents);
+    ck_assert_msg(g_str_has_suffix(error->message, message), "%s", error->message);
+}

@@ -83,6 +83,10 @@ int fixture_fork_children(const char *deciding, int children, gint64 pause_us,
 /* Runs a suite and returns the process exit status (0: every test passed). */
 int fixture_run(Suite *suite);
 
+/* sluice_init of a keyfile with these contents fails, and its message ends with
+ * `message` (the file's path comes before it). */
+void fixture_refused(const char *contents, const char *message);
+
 /* Asserts every field of a decision. */
 #define ck_assert_decision(d, a, l, rem, retry, reset)                                             \
     do {                                                                                           \

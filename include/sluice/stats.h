@@ -21,7 +21,8 @@ G_BEGIN_DECLS
 typedef struct {
     guint64 allowed;        /* the permits passed                                     */
     guint64 denied;         /* the permits were refused                               */
-    guint64 shadow_denied;  /* mode = shadow: would have been refused, passed         */
+    guint64 shadow_denied;  /* mode = shadow or a shadow band: would have been
+                             * refused, passed                                       */
     guint64 errors;         /* the backend failed: on_error gave the verdict          */
     guint64 waited;         /* the caller waited for its permits (rule `wait`)        */
     guint64 degraded;       /* a decorated call ran its degrade function or fallback  */

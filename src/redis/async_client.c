@@ -163,6 +163,7 @@ static void request_release(request *r)
     if (--r->replies_due > 0 || !r->over)
         return;
     sluice__redis_keys_clear(&r->keys);
+    sluice__redis_script_clear(&r->script);
     g_free(r);
 }
 
@@ -195,8 +196,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *p);
 static gboolean send_script(request *r)
 {
     r->replies_due++;
-    if (redisAsyncCommandArgv(r->conn->ac, on_reply, r, SLUICE__REDIS_SCRIPT_ARGC, r->script.argv,
-                              NULL) == REDIS_OK)
+    if (redisAsyncCommandArgv(r->conn->ac, on_reply, r, r->script.argc, r->script.argv, NULL) ==
+        REDIS_OK)
         return TRUE;
     r->replies_due--;
     return FALSE;

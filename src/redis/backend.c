@@ -52,10 +52,11 @@ static gboolean run_script(redis_backend *b, sluice__redis_node *node, gboolean 
     sluice__redis_script_init(&script, b->sha[rule->algorithm], rule, keys->state, keys->seq, op,
                               permits, reserve_us);
     for (int attempt = 0; attempt < 2; attempt++) {
-        redisReply *reply =
-            send_to(node, asking, deadline, SLUICE__REDIS_SCRIPT_ARGC, script.argv, stale, error);
-        if (!reply)
+        redisReply *reply = send_to(node, asking, deadline, script.argc, script.argv, stale, error);
+        if (!reply) {
+            sluice__redis_script_clear(&script);
             return FALSE;
+        }
         if (sluice__redis_is_noscript(reply) && attempt == 0) {
             /* a flushed script cache or a new server: EVAL runs the script and
              * caches it again, in one round trip */
@@ -65,6 +66,7 @@ static gboolean run_script(redis_backend *b, sluice__redis_node *node, gboolean 
         }
         if (refused && reply->type == REDIS_REPLY_ERROR) {
             *refused = reply;
+            sluice__redis_script_clear(&script);
             return FALSE;
         }
         const char *why;
@@ -72,6 +74,7 @@ static gboolean run_script(redis_backend *b, sluice__redis_node *node, gboolean 
         if (!ok)
             sluice__redis_fail(error, SLUICE_ERROR_BACKEND, &node->endpoint, "script", why);
         freeReplyObject(reply);
+        sluice__redis_script_clear(&script);
         return ok;
     }
     g_assert_not_reached();
@@ -332,28 +335,42 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
     redis_backend *b = (redis_backend *)backend;
     gint64 deadline = g_get_monotonic_time() + b->timeout_us;
     sluice__redis_keys keys[ALGORITHMS];
-    const char *del[1 + 2 * ALGORITHMS] = {"DEL"};
+    const char *del[1 + 2 * ALGORITHMS + 2 * SLUICE__MAX_BANDS] = {"DEL"};
+    int n = 1;
     for (int i = 0; i < ALGORITHMS; i++) {
         sluice__redis_keys_build(&keys[i], b->prefixes[i], limiter->name, key);
-        del[1 + 2 * i] = keys[i].state;
-        del[2 + 2 * i] = keys[i].seq;
+        del[n++] = keys[i].state;
+        del[n++] = keys[i].seq;
+    }
+    /* and the keys of the rule's bands (a band a reload removed expires by itself) */
+    char *bands[2 * SLUICE__MAX_BANDS] = {NULL};
+    const sluice__rule *rule = sluice__limiter_rule(limiter);
+    for (guint i = 0; rule && i < rule->n_bands + rule->n_shadow; i++) {
+        const sluice__band *band = &rule->bands[i];
+        bands[2 * i] = sluice__redis_band_key(keys[rule->algorithm].state, band);
+        bands[2 * i + 1] = g_strconcat(bands[2 * i], ":seq", NULL);
+        del[n++] = bands[2 * i];
+        del[n++] = bands[2 * i + 1];
     }
     if (b->cluster) { /* every key has the same hash tag: one node holds them all */
-        command_call cmd = {G_N_ELEMENTS(del), del};
+        command_call cmd = {n, del};
         gboolean ok =
             on_cluster(b, slot_of(&keys[0]), deadline, attempt_command, &cmd, "DEL", FALSE, error);
         for (int i = 0; i < ALGORITHMS; i++)
             sluice__redis_keys_clear(&keys[i]);
+        for (guint i = 0; i < G_N_ELEMENTS(bands); i++)
+            g_free(bands[i]);
         return ok;
     }
     /* every key has the same hash tag: one node holds them all */
     sluice__redis_node *node = sluice__redis_route(b, &keys[0], error);
     gboolean stale;
-    redisReply *reply = node ? sluice__redis_link_command(node->link, deadline, G_N_ELEMENTS(del),
-                                                          del, &stale, error)
-                             : NULL;
+    redisReply *reply =
+        node ? sluice__redis_link_command(node->link, deadline, n, del, &stale, error) : NULL;
     for (int i = 0; i < ALGORITHMS; i++)
         sluice__redis_keys_clear(&keys[i]);
+    for (guint i = 0; i < G_N_ELEMENTS(bands); i++)
+        g_free(bands[i]);
     if (reply && reply->type == REDIS_REPLY_ERROR)
         sluice__redis_fail(error, SLUICE_ERROR_BACKEND, &node->endpoint, "DEL", reply->str);
     gboolean ok = reply && reply->type != REDIS_REPLY_ERROR;

@@ -40,6 +40,16 @@ static void check_rule(const char *name, const sluice__rule *r, const sluice__co
         break;
     }
     FUZZ_ASSERT(!r->epoch || r->algorithm == SLUICE__FIXED_WINDOW, "[limit:%s] anchor", name);
+    FUZZ_ASSERT(r->n_bands + r->n_shadow <= SLUICE__MAX_BANDS, "[limit:%s] bands", name);
+    FUZZ_ASSERT(r->n_bands + r->n_shadow == 0 || r->algorithm != SLUICE__CONCURRENCY,
+                "[limit:%s] bands on concurrency", name);
+    for (guint i = 0; i < r->n_bands + r->n_shadow; i++) {
+        const sluice__band *b = &r->bands[i];
+        FUZZ_ASSERT(b->limit >= 1 && b->limit <= SLUICE__MAX_PERMITS && b->window_us >= 1000 &&
+                        b->window_us <= SLUICE__MAX_DURATION_US && b->burst >= 1 &&
+                        b->burst <= SLUICE__MAX_PERMITS,
+                    "[limit:%s] band %u", name, i);
+    }
 }
 
 static void check_config(const sluice__config *c)

@@ -1,0 +1,169 @@
+/* Pins bands and shadow bands to docs/algorithms.md: every band must admit and then
+ * every band takes the permits; the decision reports the band with the fewest
+ * remaining, the latest retry and reset; shadow bands are counted, never refuse;
+ * a reload keeps the state of the bands that stay. On an injected clock. */
+#include <string.h>
+
+#include <glib/gstdio.h>
+
+#include "fixture.h"
+
+#define S G_GINT64_CONSTANT(1000250)
+
+#define SECOND G_GINT64_CONSTANT(1000000)
+
+#define ck_at(now_us, name, ...) ck_acquire_at(now_us, name, "k", __VA_ARGS__)
+
+static const char *bands =
+    "[limit:fw]\nalgorithm = fixed_window\nlimit = 5\nwindow = 10s\nbands = 2/1s\n"
+    "[limit:tb]\nalgorithm = token_bucket\nlimit = 10\nwindow = 1s\nbands = 20/10s/20\n"
+    "[limit:log]\nalgorithm = sliding_log\nlimit = 3\nwindow = 1s\nbands = 4/1m, 10/1h\n"
+    "[limit:sh]\nalgorithm = fixed_window\nlimit = 10\nwindow = 1s\nshadow_bands = 2/1s\n";
+
+START_TEST(a_call_one_band_refuses_takes_nothing_from_any_band)
+{
+    fixture_clock_start(S);
+    fixture_init(bands);
+    /* 5 per 10 s and 2 per 1 s: the 1 s band has the fewest left; reset the latest */
+    ck_at(S, "fw", 2, TRUE, 2, 0, -1, 10000);
+    /* the 10 s band would admit, the 1 s band refuses until its window ends */
+    ck_at(S, "fw", 1, FALSE, 2, 0, 1000, 10000);
+    /* a new 1 s window: the 10 s band still has 3 (the denied call took none) */
+    ck_at(S + SECOND, "fw", 2, TRUE, 2, 0, -1, 9000);
+    ck_at(S + 2 * SECOND, "fw", 1, TRUE, 5, 0, -1, 8000); /* now the 10 s band is tightest */
+    /* refused by the 10 s band alone; the 1 s band's window ended: reset 0 there */
+    ck_at(S + 3 * SECOND, "fw", 1, FALSE, 5, 0, 7000, 7000);
+    ck_at(S + 3 * SECOND, "fw", 0, FALSE, 5, 0, 7000, 7000);
+    sluice_shutdown();
+}
+END_TEST
+
+START_TEST(the_decision_reports_the_latest_retry_and_reset_of_the_bands)
+{
+    fixture_clock_start(S);
+    fixture_init(bands);
+    /* 10 per 1 s (T 100 ms, burst 10) and 20 per 10 s (T 500 ms, burst 20) */
+    ck_at(S, "tb", 10, TRUE, 10, 0, -1, 5000);
+    ck_at(S, "tb", 1, FALSE, 10, 0, 100, 5000);
+    /* a second later: 10 again in the first, 12 in the second */
+    ck_at(S + SECOND, "tb", 10, TRUE, 10, 0, -1, 9000);
+    /* 3 more: the first has them in 300 ms, the second in 500 ms: the later */
+    ck_at(S + SECOND, "tb", 3, FALSE, 10, 0, 500, 9000);
+    /* more than the first band's burst can never pass */
+    ck_at(S + SECOND, "tb", 11, FALSE, 10, 0, -1, 9000);
+    /* on a tie of remaining the first listed is reported: both full */
+    ck_at(S + 100 * SECOND, "tb", 0, TRUE, 10, 10, -1, 0);
+    sluice_shutdown();
+}
+END_TEST
+
+START_TEST(sliding_log_bands_count_each_permit_in_every_band)
+{
+    fixture_clock_start(S);
+    fixture_init(bands);
+    /* 3 per 1 s, 4 per 1 min, 10 per 1 h */
+    ck_at(S, "log", 3, TRUE, 3, 0, -1, 3600000);
+    ck_at(S + SECOND, "log", 1, TRUE, 4, 0, -1, 3600000);
+    /* the minute band refuses until the first 3 leave it, 59 s later */
+    ck_at(S + 2 * SECOND, "log", 1, FALSE, 4, 0, 58000, 3599000);
+    /* both the second and the minute band are full: on a tie the first is reported */
+    ck_at(S + 60 * SECOND, "log", 3, TRUE, 3, 0, -1, 3600000);
+    /* 7 of 10 in the hour; the minute band holds the 3 of S + 60 s */
+    ck_at(S + 61 * SECOND, "log", 0, TRUE, 4, 1, -1, 3599000);
+    ck_at(S + 61 * SECOND, "log", 2, FALSE, 4, 1, 59000, 3599000);
+    sluice_shutdown();
+}
+END_TEST
+
+START_TEST(a_shadow_band_is_counted_and_never_refuses)
+{
+    sluice_stats stats;
+    fixture_clock_start(S);
+    fixture_init(bands);
+    /* the enforced band alone is reported */
+    ck_at(S, "sh", 1, TRUE, 10, 9, -1, 1000);
+    ck_at(S, "sh", 1, TRUE, 10, 8, -1, 1000);
+    ck_at(S, "sh", 1, TRUE, 10, 7, -1, 1000); /* 2 per 1 s would refuse it */
+    ck_at(S, "sh", 1, TRUE, 10, 6, -1, 1000);
+    ck_assert(sluice_stats_get("sh", &stats, NULL));
+    ck_assert_uint_eq(stats.allowed, 2);
+    ck_assert_uint_eq(stats.shadow_denied, 2);
+    ck_assert_uint_eq(stats.denied, 0);
+    /* the shadow band took only what it admitted: 2 again in the next second */
+    ck_at(S + SECOND, "sh", 2, TRUE, 10, 8, -1, 1000);
+    ck_at(S + SECOND, "sh", 1, TRUE, 10, 7, -1, 1000);
+    ck_assert(sluice_stats_get("sh", &stats, NULL));
+    ck_assert_uint_eq(stats.allowed, 3);
+    ck_assert_uint_eq(stats.shadow_denied, 3);
+    g_autofree char *prometheus = sluice_stats_prometheus();
+    ck_assert_msg(strstr(prometheus, "shadow_denied"), "%s", prometheus);
+    sluice_shutdown();
+}
+END_TEST
+
+START_TEST(a_reload_that_changes_bands_keeps_the_state_of_the_bands_that_stay)
+{
+    g_autofree char *first = fixture_contents(
+        "[limit:r]\nalgorithm = fixed_window\nlimit = 10\nwindow = 1s\nbands = 3/10s, 5/1m\n");
+    g_autofree char *second = fixture_contents(
+        "[limit:r]\nalgorithm = fixed_window\nlimit = 10\nwindow = 1s\nbands = 5/1m, 4/10s\n");
+    g_autofree char *path = fixture_write_keyfile(first);
+    g_autoptr(GError) error = NULL;
+    fixture_clock_start(S);
+    fixture_init(first); /* flushes the suite's server */
+    sluice_shutdown();
+    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
+    ck_at(S, "r", 3, TRUE, 3, 0, -1, 60000);
+    ck_assert(g_file_set_contents(path, second, -1, NULL));
+    ck_assert_msg(sluice_reload(&error), "%s", error ? error->message : "");
+    /* 5/1m kept its 3; 4/10s is new; the rule's own 10/1s kept its 3 */
+    ck_at(S + 500000, "r", 0, TRUE, 5, 2, -1, 59500);
+    ck_at(S + 500000, "r", 2, TRUE, 5, 0, -1, 59500);
+    ck_at(S + 500000, "r", 1, FALSE, 5, 0, 59500, 59500);
+    sluice_shutdown();
+    g_unlink(path);
+}
+END_TEST
+
+START_TEST(bands_are_refused_with_what_would_be_right)
+{
+    static const struct {
+        const char *ini, *message;
+    } bad[] = {
+        {"[limit:a]\nalgorithm = concurrency\nlimit = 5\nbands = 3/1s\n",
+         "[limit:a] bands = 3/1s: applies to every algorithm but concurrency"},
+        {"[limit:a]\nalgorithm = fixed_window\nlimit = 5\nwindow = 1s\nbands = 3/1s/2\n",
+         "[limit:a] bands = 3/1s/2: \"3/1s/2\": expected LIMIT/WINDOW, e.g. 1000/1h"},
+        {"[limit:a]\nalgorithm = gcra\nlimit = 5\nwindow = 1s\nbands = 30/1x\n",
+         "[limit:a] bands = 30/1x: \"30/1x\": window 1x: unknown unit \"x\"; expected ms, s, "
+         "m, h or d"},
+        {"[limit:a]\nalgorithm = fixed_window\nlimit = 5\nwindow = 1s\nbands = 9/1m, 5/1s\n",
+         "[limit:a] bands = 9/1m, 5/1s: \"5/1s\" repeats the rule's limit and window or another "
+         "band; expected each band once"},
+        {"[limit:a]\nalgorithm = sliding_log\nlimit = 5\nwindow = 1s\nshadow_bands = "
+         "100001/1h\n",
+         "[limit:a] shadow_bands = 100001/1h: limit 100001: too large for sliding_log, which "
+         "keeps one entry per permit (on Redis, a call for all of them writes as many); at most "
+         "100000; sliding_window or token_bucket keep O(1) state"},
+        {"[limit:a]\nalgorithm = gcra\nlimit = 5\nwindow = 1s\nbands = 1/1d/36501\n",
+         "[limit:a] bands = 1/1d/36501: burst 36501: too large: refilling it would take more "
+         "than 36500d; at most 36500"},
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(bad); i++)
+        fixture_refused(bad[i].ini, bad[i].message);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("bands");
+    TCase *tc = tcase_create("bands");
+    tcase_add_test(tc, a_call_one_band_refuses_takes_nothing_from_any_band);
+    tcase_add_test(tc, the_decision_reports_the_latest_retry_and_reset_of_the_bands);
+    tcase_add_test(tc, sliding_log_bands_count_each_permit_in_every_band);
+    tcase_add_test(tc, a_shadow_band_is_counted_and_never_refuses);
+    tcase_add_test(tc, a_reload_that_changes_bands_keeps_the_state_of_the_bands_that_stay);
+    tcase_add_test(tc, bands_are_refused_with_what_would_be_right);
+    suite_add_tcase(suite, tc);
+    return fixture_run(suite);
+}
