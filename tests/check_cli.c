@@ -578,6 +578,23 @@ START_TEST(replay_reads_permits_0_as_a_peek)
 }
 END_TEST
 
+/* A rule with bands replays as the API decides: the band with the fewest remaining
+ * is printed, a call one band refuses takes nothing from the others. */
+START_TEST(replay_decides_bands_as_the_api_does)
+{
+    g_autofree char *path = keyfile("[limit:b]\nalgorithm = fixed_window\nlimit = 3\nwindow = 1s\n"
+                                    "bands = 2/100ms\nshadow_bands = 1/1s\n");
+    g_autofree char *trace_path = fixture_write_keyfile("0 b x 2\n0 b x 1\n100 b x 1\n");
+    g_autoptr(result) r = sluice("replay", "-c", path, trace_path, NULL);
+    ck_run(r, 0,
+           "0 b x 2 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1000\n"
+           "0 b x 1 allowed=0 limit=2 remaining=0 retry_after_ms=100 reset_after_ms=1000\n"
+           "100 b x 1 allowed=1 limit=3 remaining=0 retry_after_ms=-1 reset_after_ms=900\n"
+           "summary b calls=3 admitted=2 denied=1 permits_admitted=3 permits_denied=1\n",
+           "");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -599,6 +616,7 @@ int main(void)
         tcase_add_test(tc, replay_leaves_no_key_behind_and_never_touches_the_live_limits);
     tcase_add_test(tc, replay_refuses_a_bad_line_naming_its_number);
     tcase_add_test(tc, replay_reads_permits_0_as_a_peek);
+    tcase_add_test(tc, replay_decides_bands_as_the_api_does);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }
