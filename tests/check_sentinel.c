@@ -3,8 +3,12 @@
 #include "redis_sentinel.h"
 
 #include <glib/gstdio.h>
+#include <signal.h>
 #include <sluice/error.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "redis/sentinel.h"
 
@@ -366,6 +370,149 @@ START_TEST(decisions_resume_on_the_new_master_within_a_second_of_the_switch)
 }
 END_TEST
 
+/* ---- reload, shutdown, fork ----------------------------------------------------------- */
+
+/* How many threads of this process are called name now. */
+static int threads_now(const char *name)
+{
+    g_autoptr(GDir) dir = g_dir_open("/proc/self/task", 0, NULL);
+    ck_assert_ptr_nonnull(dir);
+    int n = 0;
+    const char *tid;
+    while ((tid = g_dir_read_name(dir))) {
+        g_autofree char *path = g_strdup_printf("/proc/self/task/%s/comm", tid);
+        g_autofree char *comm = NULL;
+        if (g_file_get_contents(path, &comm, NULL, NULL))
+            n += strcmp(g_strstrip(comm), name) == 0;
+    }
+    return n;
+}
+
+/* How many, once it is `expected` (a new thread names itself as it starts) or a
+ * second has passed. */
+static int threads_called(const char *name, int expected)
+{
+    int n = threads_now(name);
+    for (int i = 0; i < 100 && n != expected; i++) {
+        g_usleep(10000);
+        n = threads_now(name);
+    }
+    return n;
+}
+
+/* One thread follows the master: a reload that makes a new backend stops the old
+ * one's, sluice_shutdown the last. */
+START_TEST(reload_and_shutdown_stop_the_thread_that_follows_the_master)
+{
+    g_autofree char *first =
+        keyfile_for(shared, SENTINEL_PASSWORD, "timeout = 1s\n[limit:x]\nlimit = 5\nwindow = 1m\n");
+    g_autofree char *path = fixture_write_keyfile(first);
+    g_chmod(path, 0600);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
+    ck_assert_int_eq(threads_called("sluice-sentinel", 1), 1);
+
+    g_autofree char *second =
+        keyfile_for(shared, SENTINEL_PASSWORD, "timeout = 2s\n[limit:x]\nlimit = 5\nwindow = 1m\n");
+    ck_assert(g_file_set_contents(path, second, -1, NULL));
+    ck_assert_msg(sluice_reload(&error), "%s", error ? error->message : "");
+    ck_assert_int_eq(threads_called("sluice-sentinel", 1), 1); /* the new backend's */
+    ck_assert_int_eq(sluice_acquire("x", NULL, 1, NULL, &error), SLUICE_ALLOWED);
+
+    sluice_shutdown();
+    ck_assert_int_eq(threads_called("sluice-sentinel", 0), 0);
+}
+END_TEST
+
+/* ThreadSanitizer's runtime can hang a thread started in the child of a
+ * multi-threaded fork (tests/fixture.c): the child's side is checked in the other
+ * builds. */
+#if defined(__SANITIZE_THREAD__)
+#define CHILD_THREADS FALSE
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CHILD_THREADS FALSE
+#endif
+#endif
+#ifndef CHILD_THREADS
+#define CHILD_THREADS TRUE
+#endif
+
+typedef struct {
+    gint ready;      /* the child decided on the first master */
+    gint failed;     /* its calls failed after the kill */
+    gint64 resumed;  /* when it decided on the new master (monotonic µs) */
+    gint64 switched; /* when it saw the new master named by the Sentinels */
+} child_report;
+
+/* A child forked after init has no thread of its own: when the master dies its
+ * first failed call starts one, which follows the failover as the parent's does. */
+START_TEST(a_forked_child_follows_the_failover_with_a_thread_of_its_own)
+{
+    if (!CHILD_THREADS)
+        return;
+    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0};
+    test_sentinel *s = test_sentinel_start(&options);
+    g_autofree char *contents =
+        keyfile_for(s, SENTINEL_PASSWORD,
+                    "timeout = 50ms\non_error = deny\n[limit:c]\nalgorithm = token_bucket\n"
+                    "limit = 1000000\nwindow = 1s\n");
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(init_with(contents, &error), "%s", error ? error->message : "");
+    ck_assert_int_eq(sluice_acquire("c", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
+
+    child_report *report =
+        mmap(NULL, sizeof *report, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(report != MAP_FAILED);
+    memset(report, 0, sizeof *report);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        signal(SIGALRM, SIG_DFL);
+        alarm(20);
+        int threads = threads_now("sluice-sentinel"); /* none: the parent's is not here */
+        gboolean ok = threads == 0 && sluice_acquire("c", NULL, 1, NULL, NULL) == SLUICE_ALLOWED;
+        g_atomic_int_set(&report->ready, ok ? 1 : 2);
+        while (ok) {
+            int r = sluice_acquire("c", NULL, 1, NULL, NULL);
+            if (r == SLUICE_ERROR)
+                g_atomic_int_set(&report->failed, 1);
+            else if (g_atomic_int_get(&report->failed) && r == SLUICE_ALLOWED) {
+                report->resumed = g_get_monotonic_time();
+                break;
+            }
+            g_usleep(1000);
+        }
+        _exit(threads_called("sluice-sentinel", 1) == 1 ? 0 : 3);
+    }
+    while (!g_atomic_int_get(&report->ready))
+        g_usleep(1000);
+    ck_assert_int_eq(g_atomic_int_get(&report->ready), 1);
+    redisContext *subs[3];
+    for (int i = 0; i < 3; i++)
+        subs[i] = test_sentinel_subscribe(s, i);
+    gint64 switched = 0;
+    test_redis_kill(s->node[0]);
+    ck_assert_ptr_eq(test_sentinel_wait_switch(s, subs, 3, 20 * G_USEC_PER_SEC, &switched),
+                     s->node[1]);
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %s %d",
+                  WIFEXITED(status) ? "exit" : "signal",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    ck_assert_int_gt(report->resumed, 0);
+    ck_assert_int_lt(report->resumed, switched + G_USEC_PER_SEC);
+    g_printerr("check_sentinel: a forked child decided on the new master %.1f ms after "
+               "+switch-master\n",
+               (double)(report->resumed - switched) / 1000);
+    for (int i = 0; i < 3; i++)
+        redisFree(subs[i]);
+    munmap(report, sizeof *report);
+    sluice_shutdown();
+    test_sentinel_stop(s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sentinel");
@@ -382,11 +529,13 @@ int main(void)
     tcase_add_test(resolving, a_sentinel_that_names_a_replica_is_passed_over);
     tcase_add_test(resolving, a_wrong_sentinel_password_or_master_name_is_said);
     tcase_add_test(resolving, init_finds_the_master_through_the_sentinels);
+    tcase_add_test(resolving, reload_and_shutdown_stop_the_thread_that_follows_the_master);
     suite_add_tcase(s, resolving);
 
     TCase *failover = tcase_create("failover");
     tcase_set_timeout(failover, 60);
     tcase_add_test(failover, decisions_resume_on_the_new_master_within_a_second_of_the_switch);
+    tcase_add_test(failover, a_forked_child_follows_the_failover_with_a_thread_of_its_own);
     suite_add_tcase(s, failover);
     return fixture_run(s);
 }
