@@ -21,7 +21,9 @@ typedef void (*sluice_clock_sleep_func)(gint64 until_us, gpointer user_data);
  * already stored by the memory backend are on the clock that stored them. On the
  * redis backend the virtual time is sent with each script call and replaces Redis
  * TIME, so every process sharing the limits must use the same clock (the `sluice
- * replay` command does this with a private key_prefix). */
+ * replay` command does this with a private key_prefix). A virtual time counts as
+ * microseconds since 1970-01-01T00:00:00Z where a rule places windows on the
+ * calendar (fixed_window, anchor = epoch). */
 SLUICE_API void sluice_clock_set(sluice_clock_now_func now, sluice_clock_sleep_func sleep,
                                  gpointer user_data);
 
