@@ -6,8 +6,11 @@
 # librsvg2-bin (rsvg-convert) and libpng-dev: tests/check_replay_svg renders the SVG of
 # `sluice replay --svg` in a real renderer and reads the PNG back.
 # libjson-glib-dev: tests/check_dashboard reads contrib/grafana's dashboard JSON.
+# libssl-dev: TLS to Redis (rediss://); openssl: the command the TLS tests make their
+# certificates with.
 SLUICE_DEBIAN_PACKAGES=(build-essential cmake pkg-config libglib2.0-dev check libhiredis-dev redis-server
-                        redis-sentinel libsoup-3.0-dev librsvg2-bin libpng-dev libjson-glib-dev)
+                        redis-sentinel libsoup-3.0-dev librsvg2-bin libpng-dev libjson-glib-dev
+                        libssl-dev openssl)
 # Only for `scripts/test --valgrind` and `scripts/test --fuzz` (libFuzzer is in clang's runtime).
 SLUICE_VALGRIND_PACKAGES=(valgrind)
 SLUICE_FUZZ_PACKAGES=(clang libclang-rt-14-dev)

@@ -6,6 +6,7 @@
 
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <glib/gstdio.h>
 #include <sluice/error.h>
@@ -21,8 +22,10 @@
 #define DEFAULT_LEASE_US   (G_GINT64_CONSTANT(60) * 1000000)
 
 static const char *const sluice_keys[] = {
-    "backend", "redis",    "password_file", "sentinel_password_file", "key_prefix",
-    "timeout", "on_error", "reload",        "denial_cache",           NULL};
+    "backend",         "redis",       "password_file", "sentinel_password_file",
+    "key_prefix",      "timeout",     "on_error",      "reload",
+    "denial_cache",    "tls_ca_file", "tls_cert_file", "tls_key_file",
+    "tls_server_name", NULL};
 static const char *const limit_keys[] = {
     "algorithm", "limit",        "window", "burst",    "wait",         "mode", "per_key",
     "bands",     "shadow_bands", "anchor", "prefetch", "prefetch_ttl", NULL};
@@ -218,15 +221,20 @@ static void read_bool(reader *r, const char *key, gboolean *out)
         report(r, key, v, why);
 }
 
+/* file as a path: relative to the keyfile's directory unless absolute. */
+static char *resolve_path(const sluice__config *c, const char *file)
+{
+    g_autofree char *dir = g_path_get_dirname(c->path);
+    return g_path_is_absolute(file) ? g_strdup(file) : g_build_filename(dir, file, NULL);
+}
+
 /* The secret in the file that key names (a path relative to the keyfile's
  * directory), whose it is in the warning about a file others may read; NULL when
  * it cannot be read (reported). */
 static char *read_secret_file(reader *r, const sluice__config *c, const char *key, const char *file,
                               const char *whose)
 {
-    g_autofree char *dir = g_path_get_dirname(c->path);
-    g_autofree char *path =
-        g_path_is_absolute(file) ? g_strdup(file) : g_build_filename(dir, file, NULL);
+    g_autofree char *path = resolve_path(c, file);
     char *why = NULL;
     char *secret = sluice__secret_read_file(path, &why);
     if (!secret)
@@ -267,6 +275,59 @@ static void read_passwords(reader *r, sluice__config *c, gboolean url_ok, gboole
         c->redis_password = g_strdup(env);
 }
 
+/* A tls_*_file key: the path, which must be a file this process can read. */
+static char *read_tls_file(reader *r, const sluice__config *c, const char *key)
+{
+    g_autofree char *file = value_of(r, key);
+    if (!file)
+        return NULL;
+    char *path = resolve_path(c, file);
+    if (!g_file_test(path, G_FILE_TEST_IS_REGULAR) || g_access(path, R_OK) != 0) {
+        g_autofree char *name = g_filename_display_name(path);
+        report(r, key, file,
+               g_strdup_printf("%s: %s", name,
+                               g_file_test(path, G_FILE_TEST_EXISTS) ? "not a readable file"
+                                                                     : "no such file"));
+        g_free(path);
+        return NULL;
+    }
+    return path;
+}
+
+static const char *const tls_keys[] = {"tls_ca_file", "tls_cert_file", "tls_key_file",
+                                       "tls_server_name", NULL};
+
+/* tls_ca_file, tls_cert_file, tls_key_file, tls_server_name: the files must be
+ * readable; a client certificate needs its key; a key others may read is warned
+ * about as the password file is. With a plaintext URL they are refused: a
+ * forgotten rediss:// would otherwise send in the clear what was meant for TLS. */
+static void read_tls(reader *r, sluice__config *c, gboolean plaintext)
+{
+    sluice__tls_settings *t = &c->tls;
+    if (plaintext) {
+        for (gsize i = 0; tls_keys[i]; i++)
+            if (has_key(r, tls_keys[i]))
+                problem(r, tls_keys[i], NULL,
+                        "applies only to TLS: the redis URL is plaintext; use rediss://");
+        return;
+    }
+    t->ca_file = read_tls_file(r, c, "tls_ca_file");
+    t->cert_file = read_tls_file(r, c, "tls_cert_file");
+    t->key_file = read_tls_file(r, c, "tls_key_file");
+    t->server_name = value_of(r, "tls_server_name");
+    if (t->cert_file && !has_key(r, "tls_key_file"))
+        problem(r, "tls_cert_file", NULL, "a client certificate needs its key: tls_key_file");
+    if (t->key_file && !has_key(r, "tls_cert_file"))
+        problem(r, "tls_key_file", NULL, "a key needs its client certificate: tls_cert_file");
+    guint mode;
+    if (t->key_file && sluice__secret_file_exposed(t->key_file, &mode)) {
+        g_autofree char *name = g_filename_display_name(t->key_file);
+        g_warning("%s holds the TLS client key and its group or others may read it (mode "
+                  "%04o): chmod 600 it",
+                  name, mode);
+    }
+}
+
 static void read_sluice_group(reader *r, sluice__config *c)
 {
     int backend = c->backend, on_error = c->on_error;
@@ -290,13 +351,14 @@ static void read_sluice_group(reader *r, sluice__config *c)
         c->key_prefix = g_steal_pointer(&prefix);
     }
     g_autofree char *url = value_of(r, "redis");
-    gboolean url_ok = TRUE, sentinel = FALSE;
+    gboolean url_ok = TRUE, sentinel = FALSE, tls = FALSE;
     if (url) {
         sluice__redis_url parsed;
         char *why = NULL;
         if (sluice__redis_url_parse(url, &parsed, &why)) {
             c->password_in_keyfile = parsed.password != NULL;
             sentinel = parsed.topology == SLUICE__REDIS_SENTINEL;
+            tls = parsed.tls;
             sluice__redis_url_clear(&parsed);
         } else {
             report(r, "redis", NULL, why); /* the URL may hold a password: not repeated */
@@ -306,6 +368,7 @@ static void read_sluice_group(reader *r, sluice__config *c)
         c->redis_url = g_steal_pointer(&url);
     }
     read_passwords(r, c, url_ok, sentinel);
+    read_tls(r, c, url_ok && !tls);
 }
 
 /* burst where the algorithm has none. */
@@ -658,6 +721,34 @@ void sluice__config_free(sluice__config *config)
     sluice__secret_free(config->redis_password);
     sluice__secret_free(config->sentinel_password);
     g_free(config->key_prefix);
+    g_free(config->tls.ca_file);
+    g_free(config->tls.cert_file);
+    g_free(config->tls.key_file);
+    g_free(config->tls.server_name);
     g_hash_table_unref(config->rules);
     g_free(config);
+}
+
+/* "PATH SHA256" of a file ("PATH ?" when it cannot be read now), or "". */
+static char *describe_file(const char *path)
+{
+    if (!path)
+        return g_strdup("");
+    g_autofree char *data = NULL;
+    gsize length = 0;
+    g_autofree char *digest =
+        g_file_get_contents(path, &data, &length, NULL)
+            ? g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)data, length)
+            : g_strdup("?");
+    if (data)
+        memset(data, 0, length); /* it may be a private key */
+    return g_strdup_printf("%s %s", path, digest);
+}
+
+char *sluice__tls_settings_describe(const sluice__tls_settings *t)
+{
+    g_autofree char *ca = describe_file(t->ca_file);
+    g_autofree char *cert = describe_file(t->cert_file);
+    g_autofree char *key = describe_file(t->key_file);
+    return g_strdup_printf("%s\n%s\n%s\n%s", ca, cert, key, t->server_name ? t->server_name : "");
 }

@@ -11,6 +11,15 @@ typedef enum {
     SLUICE__BACKEND_REDIS,
 } sluice__backend_kind;
 
+/* [sluice] tls_*: absolute paths (relative ones are resolved against the
+ * keyfile's directory), or NULL. */
+typedef struct {
+    char *ca_file;     /* the CAs trusted (PEM); NULL: the system's trust store    */
+    char *cert_file;   /* a client certificate (PEM chain), or NULL                */
+    char *key_file;    /* its private key (PEM)                                    */
+    char *server_name; /* checked against the certificate, sent as SNI; NULL: host */
+} sluice__tls_settings;
+
 typedef struct {
     char *path;                   /* the file it came from; NULL for the defaults */
     sluice__backend_kind backend; /* [sluice] backend                              */
@@ -22,6 +31,7 @@ typedef struct {
                                    * own password; NULL: none. Never logged         */
     char *key_prefix;             /* [sluice] key_prefix                           */
     gint64 timeout_us;            /* [sluice] timeout                              */
+    sluice__tls_settings tls;     /* [sluice] tls_*                                */
     sluice__on_error on_error;    /* [sluice] on_error                             */
     gboolean reload;              /* [sluice] reload                               */
     gboolean denial_cache;        /* [sluice] denial_cache                         */
@@ -37,6 +47,9 @@ sluice__config *sluice__config_load(const char *path, GError **error);
 sluice__config *sluice__config_parse(const char *data, gsize length, const char *path,
                                      GError **error);
 void sluice__config_free(sluice__config *config);
+/* What t is, as text: its paths and a digest of each file's contents, so that a
+ * reload after a certificate was replaced in place sees a change. */
+char *sluice__tls_settings_describe(const sluice__tls_settings *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(sluice__config, sluice__config_free)
 
 #endif

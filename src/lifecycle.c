@@ -19,7 +19,7 @@ static GMutex lifecycle; /* init, reload, shutdown; guards what follows */
 static sluice__config *config;
 static sluice__backend *memory; /* always there: the default, and on_error = local */
 static sluice__backend *remote; /* the redis backend while one is configured       */
-static char *remote_settings;   /* the redis URL, prefix and timeout it was made for */
+static char *remote_settings;   /* the redis URL, prefix, timeout and TLS it was made for */
 static GPtrArray *retired;      /* backends replaced since init: freed at shutdown  */
 
 /* Reads the keyfile at path (NULL: the defaults); *stamp is what the file looked
@@ -41,10 +41,11 @@ static sluice__backend *backend_for(const sluice__config *fresh, GError **error)
     if (fresh->backend == SLUICE__BACKEND_MEMORY)
         return memory;
     /* holds the password: compared, never shown, zeroed when dropped */
-    char *settings =
-        g_strdup_printf("%s\n%s\n%" G_GINT64_FORMAT "\n%s\n%s", fresh->redis_url, fresh->key_prefix,
-                        fresh->timeout_us, fresh->redis_password ? fresh->redis_password : "",
-                        fresh->sentinel_password ? fresh->sentinel_password : "");
+    g_autofree char *tls = sluice__tls_settings_describe(&fresh->tls);
+    char *settings = g_strdup_printf("%s\n%s\n%" G_GINT64_FORMAT "\n%s\n%s\n%s", fresh->redis_url,
+                                     fresh->key_prefix, fresh->timeout_us, tls,
+                                     fresh->redis_password ? fresh->redis_password : "",
+                                     fresh->sentinel_password ? fresh->sentinel_password : "");
     if (remote && g_strcmp0(settings, remote_settings) == 0) {
         sluice__secret_free(settings);
         return remote;

@@ -32,7 +32,7 @@ typedef struct {
 #define SLUICE_KEYS                                                                                \
     "backend, redis, password_file, sentinel_password_file, key_prefix, timeout, on_error, "       \
     "reload, "                                                                                     \
-    "denial_cache"
+    "denial_cache, tls_ca_file, tls_cert_file, tls_key_file, tls_server_name"
 #define ALGORITHMS "fixed_window, sliding_log, sliding_window, token_bucket, gcra or concurrency"
 #define REDIS_URLS "expected redis://[user:password@]host[:port][/db] or unix:///path.sock"
 #define SCHEMES                                                                                    \
@@ -287,10 +287,15 @@ static const keyfile_case cases[] = {
             "[sluice] sentinel_password_file = /nonexistent/s.pass: cannot read "
             "/nonexistent/s.pass: No such file or directory"),
     /* until the backend reaches them */
-    REFUSED("tls_url_is_refused_by_the_backend_until_it_is_supported",
-            "[sluice]\nbackend = redis\nredis = rediss://127.0.0.1:6380\n",
-            "[sluice] redis: rediss:// is not supported yet; expected redis://, unix://, "
-            "redis+cluster:// or redis+sentinel://"),
+    REFUSED("tls_cluster_url_is_refused_by_the_backend_until_it_is_supported",
+            "[sluice]\nbackend = redis\nredis = rediss+cluster://127.0.0.1:6380\n",
+            "[sluice] redis: rediss+cluster:// is not supported yet; expected redis://, "
+            "rediss://, unix://, redis+cluster:// or redis+sentinel://"),
+    REFUSED(
+        "tls_keys_with_a_plaintext_url_are_refused",
+        "[sluice]\nbackend = redis\nredis = redis://127.0.0.1:6380\ntls_server_name = r.example\n",
+        "[sluice] tls_server_name: applies only to TLS: the redis URL is plaintext; use "
+        "rediss://"),
     ACCEPTED("token_bucket_limit_that_does_not_divide_the_window_is_accepted",
              "[limit:tb]\nalgorithm = token_bucket\nlimit = 750000\nwindow = 1s\nburst = 1\n", "tb",
              1),

@@ -1,6 +1,8 @@
 /* What the check suites share: keyfiles in temporary files and an injected clock. */
 #include "fixture.h"
 
+#include "tls_certs.h"
+
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <signal.h>
@@ -67,7 +69,12 @@ gboolean fixture_on_sentinel(void)
 gboolean fixture_on_redis(void)
 {
     return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "redis") == 0 || fixture_on_cluster() ||
-           fixture_on_sentinel();
+           fixture_on_sentinel() || fixture_on_tls();
+}
+
+gboolean fixture_on_tls(void)
+{
+    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "tls") == 0;
 }
 
 test_cluster *fixture_cluster(void)
@@ -89,18 +96,23 @@ char *fixture_contents(const char *contents)
 {
     if (!redis && !cluster)
         return g_strdup(contents);
-    g_autofree char *url = sentinel ? test_sentinel_url(sentinel)
-                           : redis  ? test_redis_url(redis)
-                                    : test_cluster_url(cluster);
     /* GKeyFile merges a second [sluice] group of the test's into this one, its
      * values last. A call's timeout covers its connect too: on a loaded machine
      * 50 ms is not always enough, and these suites test answers, not timing.
      * The denial cache is off: these suites pin down the backend's own answers
      * field by field, and a cached denial reports `remaining` as the backend said
-     * it (docs/algorithms.md); check_denial_cache turns it on. */
+     * it (docs/algorithms.md); check_denial_cache turns it on. Under TLS the
+     * server is reached with rediss:// on its TLS port, trusting the test CA. */
+    gboolean tls = redis && fixture_on_tls();
+    g_autofree char *ca = tls ? test_tls_file("ca.pem") : NULL;
+    g_autofree char *url = tls        ? test_tls_url(redis)
+                           : sentinel ? test_sentinel_url(sentinel)
+                           : redis    ? test_redis_url(redis)
+                                      : test_cluster_url(cluster);
+    g_autofree char *trust = ca ? g_strdup_printf("tls_ca_file = %s\n", ca) : g_strdup("");
     return g_strdup_printf(
-        "[sluice]\nbackend = redis\nredis = %s\ntimeout = 2s\ndenial_cache = false\n%s", url,
-        contents);
+        "[sluice]\nbackend = redis\nredis = %s\n%stimeout = 2s\ndenial_cache = false\n%s", url,
+        trust, contents);
 }
 
 void fixture_flush(void)
@@ -371,6 +383,8 @@ int fixture_run(Suite *suite)
         const test_sentinel_options slow = {NULL, NULL, 10000};
         sentinel = test_sentinel_start(&slow);
         redis = sentinel->node[0];
+    } else if (fixture_on_tls()) { /* the certificates and the server, for the forked tests */
+        redis = test_tls_start("server", "optional");
     } else if (fixture_on_redis()) {
         redis = test_redis_start(NULL); /* the forked tests inherit it */
     }

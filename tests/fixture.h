@@ -25,8 +25,11 @@ void fixture_init(const char *contents);
 void fixture_flush(void);
 
 /* TRUE when SLUICE_TEST_BACKEND=redis: fixture_run starts a redis-server (or
- * =cluster, =sentinel, below). */
+ * =cluster, =sentinel, =tls, below). */
 gboolean fixture_on_redis(void);
+/* TRUE when SLUICE_TEST_BACKEND=tls: the server speaks TLS too (tests/tls_certs.h),
+ * and the keyfile of fixture_contents reaches it with rediss:// and tls_ca_file. */
+gboolean fixture_on_tls(void);
 /* The suite's redis-server (NULL on memory and on a Cluster; with Sentinel, the
  * master). */
 #include "redis_server.h"

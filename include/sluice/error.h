@@ -15,7 +15,8 @@ G_BEGIN_DECLS
     X(SLUICE_ERROR_NOT_SUPPORTED, "not supported by this build")                                   \
     X(SLUICE_ERROR_BACKEND, "the rate-limit backend failed")                                       \
     X(SLUICE_ERROR_AUTH, "the backend refused the credentials")                                    \
-    X(SLUICE_ERROR_IO, "input/output error")
+    X(SLUICE_ERROR_IO, "input/output error")                                                       \
+    X(SLUICE_ERROR_TLS, "TLS with the backend failed")
 
 typedef enum {
 #define SLUICE__ERROR_ENUM(code, message) code,

@@ -1,26 +1,34 @@
-/* The redis backend without blocking: hiredis' asynchronous API on GLib main contexts.
+/* The redis backend without blocking: sluice's own connections on GLib main contexts.
  *
- * One connection per node and GMainContext that asks (hiredis' GLib adapter makes
- * it a source of that context), so every decision of a main loop is pipelined on
- * one socket per node and none blocks the loop. AUTH and SELECT are queued ahead
- * of the first command; NOSCRIPT sends the script again with EVAL, which runs it
- * and caches it. hiredis 0.14 has no
- * command timeout in its asynchronous API, so each command has a timeout source:
- * when it fires the call fails and the connection is dropped (a server that does
- * not answer one command will not answer the next), to be made again by the next
- * call. The node's breaker is the blocking client's too, so a dead server costs
- * the loop nothing while it is open. */
+ * One connection per node and GMainContext that asks, so every decision of a main
+ * loop is pipelined on one socket per node and none blocks the loop. Everything a
+ * connection does is a step taken when its socket is ready, in a source of that
+ * context: the name resolved by GResolver, a non-blocking connect, the TLS handshake
+ * (redis/tls.c), then commands written and replies read through the transport
+ * (redis/conn.c) and parsed by hiredis' reader. AUTH and SELECT are queued ahead of
+ * the first command (a refusal fails the connection's calls with its reason);
+ * NOSCRIPT sends the script again with EVAL, which runs it and caches it. Each call
+ * has a timeout source from when it began, so resolving, connecting and the
+ * handshake are inside it: when it fires the call fails and the connection is
+ * dropped (a server that does not answer one command will not answer the next),
+ * to be made again by the next call. The node's breaker is the blocking client's
+ * too, so a dead server costs the loop nothing while it is open. */
 #include "redis/async_client.h"
 
+#include <errno.h>
+#include <gio/gio.h>
+#include <poll.h>
+#include <sys/un.h>
 #include <unistd.h>
 
-#include <hiredis/adapters/glib.h>
-#include <hiredis/async.h>
 #include <sluice/error.h>
 
 #include "redis/cluster.h"
+#include "redis/conn.h"
 #include "redis/key.h"
+#include "redis/resp.h"
 #include "redis/script.h"
+#include "redis/tls.h"
 
 /* Redirections (MOVED, ASK) a call follows on a Cluster before it pauses, as after
  * TRYAGAIN; the call's timer bounds them all. */
@@ -30,7 +38,7 @@
 
 typedef struct connection connection;
 
-/* One decision in flight. */
+/* One decision in flight: in the queue of its connection, or in a TRYAGAIN pause. */
 typedef struct {
     sluice__redis_backend *b;
     connection *conn;
@@ -42,20 +50,35 @@ typedef struct {
     gboolean retried; /* NOSCRIPT was seen once */
     gboolean trial;   /* the breaker's trial call */
     sluice__redis_keys keys;
-    gboolean over;    /* done was called (reply, failure or timeout) */
-    gint replies_due; /* hiredis callbacks still to come for this request */
+    gboolean over; /* done was called (reply, failure or timeout) */
     GSource *timer;
     sluice__decided_func done;
     gpointer data;
 } request;
 
-/* Lives as long as its hiredis context: freed by cleanup(). */
+/* What a reply in the queue answers when it is not a request: a setup command, or
+ * ASKING (whose reply says nothing: the command's after it does). */
+static const char auth_step[] = "AUTH", select_step[] = "SELECT", asking_step[] = "ASKING";
+
+typedef enum { RESOLVING, CONNECTING, HANDSHAKE, READY, CLOSED } stage;
+
+/* Freed when closed and no step of its own is running (refs). */
 struct connection {
+    gint refs; /* the owner's table while listed, and each step running */
     sluice__redis_async *owner;
-    redisAsyncContext *ac;
-    GSource *source; /* the adapter's source on context */
+    sluice__redis_node *node;
     GMainContext *context;
     pid_t pid;
+    stage stage;
+    GCancellable *resolving;
+    int fd;
+    sluice__tls *tls;           /* during the handshake */
+    sluice__redis_transport *t; /* once READY */
+    GSource *source;            /* fd's readiness on context */
+    gpointer tag;
+    short wait;      /* what the handshake or the transport waits for */
+    GByteArray *out; /* written, not sent */
+    GQueue awaited;  /* request *, or a setup step, in the order sent */
 };
 
 struct sluice__redis_async {
@@ -71,97 +94,14 @@ sluice__redis_async *sluice__redis_async_new(void)
     return a;
 }
 
-/* ---- connections -------------------------------------------------------------------- */
-
-/* Detaches c from its owner, so that the next call makes a new connection. */
-static void unlist(connection *c)
-{
-    sluice__redis_async *a = c->owner;
-    g_mutex_lock(&a->lock);
-    if (g_hash_table_lookup(a->connections, c->context) == c)
-        g_hash_table_remove(a->connections, c->context);
-    g_mutex_unlock(&a->lock);
-}
-
-/* hiredis frees the context (a failed connect, a lost connection, a timeout, or
- * shutdown), after it has failed every pending command: the adapter's cleanup,
- * then the source goes, and c with it. Runs inside hiredis, maybe inside the
- * source's own dispatch. */
-static void cleanup(gpointer source)
-{
-    RedisSource *rs = source;
-    connection *c = rs->ac->data;
-    redis_source_cleanup(source);
-    /* the adapter's dispatch reads revents after a write that failed: clear it so
-     * that it does not go on to read from the context being freed */
-    rs->poll_fd.revents = 0;
-    unlist(c);
-    g_source_destroy(c->source);
-    g_source_unref(c->source);
-    g_main_context_unref(c->context);
-    g_free(c);
-}
-
-/* Queues `argv` ahead of everything else on a new connection; no callback. */
-static void queue(redisAsyncContext *ac, int argc, const char **argv)
-{
-    redisAsyncCommandArgv(ac, NULL, NULL, argc, argv, NULL);
-}
-
-/* The connection of context, made (and AUTH and SELECT queued) when needed; NULL
- * with *error when it cannot even start. */
-static connection *connection_for(sluice__redis_node *node, GMainContext *context, GError **error)
-{
-    const sluice__redis_endpoint *e = &node->endpoint;
-    sluice__redis_async *a = node->async;
-    g_mutex_lock(&a->lock);
-    connection *c = g_hash_table_lookup(a->connections, context);
-    if (c && c->pid != getpid()) { /* the parent's, after fork(): leave it alone */
-        g_hash_table_remove(a->connections, context);
-        c = NULL;
-    }
-    g_mutex_unlock(&a->lock);
-    if (c)
-        return c;
-
-    redisAsyncContext *ac =
-        e->socket ? redisAsyncConnectUnix(e->socket) : redisAsyncConnect(e->host, e->port);
-    if (!ac || ac->err) {
-        sluice__redis_fail(error, SLUICE_ERROR_BACKEND, e, "connect",
-                           ac ? ac->errstr : "out of memory");
-        if (ac)
-            redisAsyncFree(ac);
-        return NULL;
-    }
-    c = g_new0(connection, 1);
-    c->owner = a;
-    c->ac = ac;
-    c->context = g_main_context_ref(context);
-    c->pid = getpid();
-    ac->data = c;
-    c->source = redis_source_new(ac);
-    ac->ev.cleanup = cleanup; /* the adapter's, and ours after it */
-    g_source_attach(c->source, context);
-    if (e->password && e->user)
-        queue(ac, 3, (const char *[]){"AUTH", e->user, e->password});
-    else if (e->password)
-        queue(ac, 2, (const char *[]){"AUTH", e->password});
-    if (e->db != 0) {
-        g_autofree char *db = g_strdup_printf("%d", e->db);
-        queue(ac, 2, (const char *[]){"SELECT", db});
-    }
-    g_mutex_lock(&a->lock);
-    g_hash_table_replace(a->connections, context, c);
-    g_mutex_unlock(&a->lock);
-    return c;
-}
-
 /* ---- one decision ------------------------------------------------------------------- */
 
-static void request_release(request *r)
+static void request_free(request *r)
 {
-    if (--r->replies_due > 0 || !r->over)
-        return;
+    if (r->timer) {
+        g_source_destroy(r->timer);
+        g_source_unref(r->timer);
+    }
     sluice__redis_keys_clear(&r->keys);
     sluice__redis_script_clear(&r->script);
     g_free(r);
@@ -182,25 +122,14 @@ static void conclude(request *r, const sluice__verdict *v, GError *failure)
     if (failure) {
         sluice__breaker_failure(&r->node->breaker, r->trial, failure->message);
         sluice__redis_failed(r->b, r->node);
-    } else
+    } else {
         sluice__breaker_success(&r->node->breaker);
+    }
     if (failure && r->b->cluster) { /* a new master may serve the slot: read the map */
         sluice__redis_cluster_name_slot(failure, r->node, r->slot);
         sluice__redis_cluster_refresh_soon(r->b->cluster, r->b->timeout_us);
     }
     r->done(v, failure, r->data);
-}
-
-static void on_reply(redisAsyncContext *ac, void *reply, void *p);
-
-static gboolean send_script(request *r)
-{
-    r->replies_due++;
-    if (redisAsyncCommandArgv(r->conn->ac, on_reply, r, r->script.argc, r->script.argv, NULL) ==
-        REDIS_OK)
-        return TRUE;
-    r->replies_due--;
-    return FALSE;
 }
 
 static GError *failed(const request *r, const char *why)
@@ -210,55 +139,179 @@ static GError *failed(const request *r, const char *why)
     return failure;
 }
 
+/* ---- connections -------------------------------------------------------------------- */
+
+static void connection_unref(connection *c)
+{
+    if (!g_atomic_int_dec_and_test(&c->refs))
+        return;
+    g_main_context_unref(c->context);
+    g_byte_array_unref(c->out);
+    g_free(c);
+}
+
+/* Detaches c from its owner, so that the next call makes a new connection. */
+static void unlist(connection *c)
+{
+    sluice__redis_async *a = c->owner;
+    gboolean listed = FALSE;
+    g_mutex_lock(&a->lock);
+    if (g_hash_table_lookup(a->connections, c->context) == c)
+        listed = g_hash_table_remove(a->connections, c->context);
+    g_mutex_unlock(&a->lock);
+    if (listed)
+        connection_unref(c);
+}
+
+/* Closes c (once): every call awaiting a reply on it fails with why (taken). */
+static void connection_close(connection *c, GError *why)
+{
+    if (c->stage == CLOSED) {
+        g_error_free(why);
+        return;
+    }
+    c->stage = CLOSED;
+    unlist(c);
+    if (c->resolving)
+        g_cancellable_cancel(c->resolving);
+    g_clear_object(&c->resolving);
+    if (c->source) {
+        g_source_destroy(c->source);
+        g_clear_pointer(&c->source, g_source_unref);
+    }
+    if (c->t) {
+        sluice__redis_transport_free(c->t); /* its socket and TLS session too */
+    } else {
+        sluice__tls_free(c->tls);
+        if (c->fd >= 0)
+            close(c->fd);
+    }
+    c->t = NULL;
+    c->tls = NULL;
+    c->fd = -1;
+    gpointer p;
+    while ((p = g_queue_pop_head(&c->awaited))) {
+        if (p == auth_step || p == select_step || p == asking_step)
+            continue;
+        conclude(p, NULL, g_error_copy(why));
+        request_free(p);
+    }
+    g_error_free(why);
+}
+
+/* Closes c with "WHAT: STEP: DETAIL". */
+static void connection_fail(connection *c, int code, const char *step, const char *detail)
+{
+    GError *why = NULL;
+    sluice__redis_fail(&why, code, &c->node->endpoint, step, detail);
+    connection_close(c, why);
+}
+
+/* What c's socket is watched for now. */
+static void watch(connection *c)
+{
+    if (c->stage == CLOSED || !c->source)
+        return;
+    GIOCondition events = c->stage == CONNECTING ? G_IO_OUT : c->stage == HANDSHAKE ? 0 : G_IO_IN;
+    if (c->wait & POLLIN)
+        events |= G_IO_IN;
+    if (c->wait & POLLOUT || (c->stage == READY && c->out->len > 0))
+        events |= G_IO_OUT;
+    g_source_modify_unix_fd(c->source, c->tag, events);
+}
+
+/* Writes out what it can of c's output. */
+static void flush(connection *c)
+{
+    if (c->stage != READY || c->out->len == 0)
+        return;
+    gsize sent = 0;
+    int saved_errno = 0;
+    c->wait = 0;
+    sluice__redis_outcome o = sluice__redis_send_some(c->t, (const char *)c->out->data, c->out->len,
+                                                      &sent, &c->wait, &saved_errno);
+    g_byte_array_remove_range(c->out, 0, (guint)sent);
+    if (o != SLUICE__REDIS_SENT)
+        connection_fail(c, saved_errno < 0 ? SLUICE_ERROR_TLS : SLUICE_ERROR_BACKEND, "send",
+                        sluice__redis_outcome_reason(o, saved_errno));
+}
+
+static void append(connection *c, int argc, const char *const *argv, gpointer awaiting)
+{
+    char small[1024];
+    gsize len;
+    char *cmd = sluice__redis_format_in(small, sizeof small, argc, argv, &len);
+    g_byte_array_append(c->out, (const guint8 *)cmd, (guint)len);
+    if (cmd != small)
+        g_free(cmd);
+    g_queue_push_tail(&c->awaited, awaiting);
+}
+
+static connection *connection_for(sluice__redis_node *node, GMainContext *context);
+
+/* Sends r's script on c (referenced by the caller), after ASKING when asking. */
+static void send_on(request *r, connection *c, gboolean asking)
+{
+    r->conn = c;
+    if (c->stage == CLOSED) { /* it could not even start */
+        conclude(r, NULL, failed(r, "cannot connect"));
+        request_free(r);
+        return;
+    }
+    if (asking)
+        append(c, 1, (const char *[]){"ASKING"}, (gpointer)asking_step);
+    append(c, r->script.argc, r->script.argv, r);
+    flush(c); /* may fail and close c, concluding r */
+    watch(c);
+}
+
 /* The script to next (after ASKING when asking), which becomes the request's node;
- * the call ends when next's breaker is open or it cannot be reached. */
+ * the call ends (and r is freed) when next's breaker is open or it cannot be
+ * reached. */
 static void send_to(request *r, sluice__redis_node *next, gboolean asking)
 {
-    GError *failure = NULL;
     if (next != r->node) {
         sluice__breaker_success(&r->node->breaker); /* it answered */
         r->node = next;
+        GError *failure = NULL;
         if (!sluice__breaker_allow(&next->breaker, &r->trial)) {
             sluice__breaker_refuse(&next->breaker, &failure);
             r->trial = FALSE; /* nothing to report to it */
             conclude(r, NULL, failure);
+            request_free(r);
             return;
         }
     }
-    connection *c = connection_for(next, r->conn->context, &failure);
-    if (!c) {
-        conclude(r, NULL, failure);
-        return;
-    }
-    r->conn = c;
-    if (asking)
-        queue(c->ac, 1, (const char *[]){"ASKING"});
-    if (!send_script(r))
-        conclude(r, NULL, failed(r, "cannot send"));
+    connection *c = connection_for(next, r->conn->context);
+    send_on(r, c, asking);
+    connection_unref(c);
 }
 
 /* After TRYAGAIN's pause: the script once more, to the slot's master by the map
- * (which may ASK anew). */
+ * (which may ASK anew). The pause held a reference to r's connection. */
 static gboolean send_again(gpointer p)
 {
     request *r = p;
-    if (!r->over) {
+    connection *c = r->conn;
+    if (r->over) {
+        request_free(r); /* it timed out meanwhile */
+    } else {
         sluice__redis_node *owner = sluice__redis_cluster_node(r->b->cluster, r->slot);
         send_to(r, owner ? owner : r->node, FALSE);
     }
-    request_release(r);
+    connection_unref(c);
     return G_SOURCE_REMOVE;
 }
 
 /* On a Cluster, a node's refusal that the call follows: MOVED (the map is updated)
  * or ASK to another node; after TRYAGAIN or MAX_HOPS redirections, a pause and the
- * slot's master by the map (the call's timer bounds it all).
- * FALSE when the refusal fails the call. */
-static gboolean follow(request *r, const redisReply *rr)
+ * slot's master by the map (the call's timer bounds it all). FALSE when the
+ * refusal fails the call; TRUE when r was sent again or ended (and freed). */
+static gboolean follow(request *r, const redisReply *reply)
 {
     sluice__redis_node *next;
     sluice__cluster_action action =
-        sluice__redis_cluster_answered(r->b->cluster, r->node, r->slot, rr, &next);
+        sluice__redis_cluster_answered(r->b->cluster, r->node, r->slot, reply, &next);
     if (action == SLUICE__CLUSTER_FAIL)
         return FALSE;
     if (action != SLUICE__CLUSTER_TRY_AGAIN && ++r->hops < MAX_HOPS) {
@@ -267,53 +320,276 @@ static gboolean follow(request *r, const redisReply *rr)
     }
     /* TRYAGAIN, or nodes that disagree for a moment: a pause, then the map */
     r->hops = 0;
+    g_atomic_int_inc(&r->conn->refs); /* the pause's */
     GSource *pause = g_timeout_source_new(TRY_AGAIN_PAUSE_MS);
-    r->replies_due++; /* held until send_again */
     g_source_set_callback(pause, send_again, r, NULL);
     g_source_attach(pause, r->conn->context);
     g_source_unref(pause);
     return TRUE;
 }
 
-static void on_reply(redisAsyncContext *ac, void *reply, void *p)
+/* The reply to what heads c's queue. */
+static void answer(connection *c, redisReply *reply)
 {
+    gpointer p = g_queue_pop_head(&c->awaited);
+    if (!p) {
+        freeReplyObject(reply); /* nothing asked for it */
+        return;
+    }
+    if (p == asking_step) {
+        freeReplyObject(reply);
+        return;
+    }
+    if (p == auth_step || p == select_step) {
+        if (reply->type == REDIS_REPLY_ERROR) /* refused: every call on c says why */
+            connection_fail(c, p == auth_step ? SLUICE_ERROR_AUTH : SLUICE_ERROR_CONFIG, p,
+                            reply->str);
+        freeReplyObject(reply);
+        return;
+    }
     request *r = p;
-    redisReply *rr = reply;
     sluice__verdict v;
     const char *why;
-
     if (r->over) {
-        /* timed out, or cancelled: nothing to tell */
-    } else if (!rr) {
-        conclude(r, NULL, failed(r, ac->err ? ac->errstr : "connection lost"));
-    } else if (sluice__redis_is_noscript(rr) && !r->retried) {
+        /* timed out already: nothing to tell */
+    } else if (sluice__redis_is_noscript(reply) && !r->retried) {
         /* a flushed script cache or a new server: EVAL runs it and caches it */
         r->retried = TRUE;
         sluice__redis_script_use_eval(&r->script, r->algorithm);
-        if (!send_script(r))
-            conclude(r, NULL, failed(r, "cannot send"));
-    } else if (rr->type == REDIS_REPLY_ERROR && r->b->cluster && follow(r, rr)) {
-        /* sent again, or ended */
-    } else if (sluice__redis_script_verdict(rr, &v, &why)) {
+        append(c, r->script.argc, r->script.argv, r);
+        freeReplyObject(reply);
+        flush(c);
+        return;
+    } else if (reply->type == REDIS_REPLY_ERROR && r->b->cluster && follow(r, reply)) {
+        freeReplyObject(reply); /* sent again, or ended and freed */
+        return;
+    } else if (sluice__redis_script_verdict(reply, &v, &why)) {
         conclude(r, &v, NULL);
     } else {
         conclude(r, NULL, failed(r, why));
     }
-    request_release(r);
+    freeReplyObject(reply);
+    request_free(r);
+}
+
+/* Reads what has come and hands out the replies. */
+static void receive(connection *c)
+{
+    for (;;) {
+        gsize got = 0;
+        int saved_errno = 0;
+        c->wait = 0;
+        sluice__redis_outcome o = sluice__redis_receive_some(c->t, &got, &c->wait, &saved_errno);
+        if (o != SLUICE__REDIS_SENT) {
+            connection_fail(c, saved_errno < 0 ? SLUICE_ERROR_TLS : SLUICE_ERROR_BACKEND, "read",
+                            sluice__redis_outcome_reason(o, saved_errno));
+            return;
+        }
+        void *reply = NULL;
+        int rc;
+        while (c->stage == READY && (rc = redisReaderGetReply(c->t->reader, &reply)) == REDIS_OK &&
+               reply) {
+            answer(c, reply); /* a `done` may close c, or queue more on it */
+            reply = NULL;
+        }
+        if (c->stage != READY)
+            return;
+        if (rc != REDIS_OK) {
+            connection_fail(c, SLUICE_ERROR_BACKEND, "read", "protocol error");
+            return;
+        }
+        if (got == 0)
+            return;
+    }
+}
+
+static void ready(connection *c)
+{
+    c->t = sluice__redis_transport_new(c->fd, g_steal_pointer(&c->tls));
+    c->stage = READY;
+    c->wait = 0;
+    flush(c);
+}
+
+static void handshake(connection *c)
+{
+    GError *why = NULL;
+    c->wait = 0;
+    int r = sluice__tls_handshake_step(c->tls, &c->wait, c->node->endpoint.what, &why);
+    if (r < 0)
+        connection_close(c, why);
+    else if (r > 0)
+        ready(c);
+}
+
+/* The socket is ready for `cond`: the next step of c. */
+static gboolean on_ready(GSource *source, GSourceFunc callback, gpointer data)
+{
+    (void)callback;
+    (void)data;
+    connection *c = *(connection **)(source + 1);
+    GIOCondition cond = c->source ? g_source_query_unix_fd(c->source, c->tag) : 0;
+    g_atomic_int_inc(&c->refs); /* a `done` may close it */
+    if (c->stage == CONNECTING) {
+        int err = sluice__redis_connected(c->fd);
+        if (err != 0) {
+            connection_fail(c, SLUICE_ERROR_BACKEND, "connect", g_strerror(err));
+        } else if (c->node->endpoint.tls) {
+            c->tls = sluice__tls_new(c->node->endpoint.tls, c->node->endpoint.tls_name, c->fd);
+            c->stage = HANDSHAKE;
+            handshake(c);
+        } else {
+            ready(c);
+        }
+    } else if (c->stage == HANDSHAKE) {
+        handshake(c);
+    } else if (c->stage == READY) {
+        if (cond & G_IO_OUT)
+            flush(c);
+        if (c->stage == READY && cond & (G_IO_IN | G_IO_HUP | G_IO_ERR))
+            receive(c);
+    }
+    watch(c);
+    connection_unref(c);
+    return G_SOURCE_CONTINUE;
+}
+
+static GSourceFuncs socket_funcs = {NULL, NULL, on_ready, NULL, NULL, NULL};
+
+/* Starts connecting to addr. */
+static void start_connect(connection *c, const struct sockaddr *addr, socklen_t len)
+{
+    c->fd = sluice__redis_connect_start(addr, len);
+    if (c->fd < 0) {
+        connection_fail(c, SLUICE_ERROR_BACKEND, "connect", g_strerror(errno));
+        return;
+    }
+    c->stage = CONNECTING;
+    c->source = g_source_new(&socket_funcs, sizeof(GSource) + sizeof(connection *));
+    *(connection **)(c->source + 1) = c;
+    c->tag = g_source_add_unix_fd(c->source, c->fd, G_IO_OUT);
+    g_source_attach(c->source, c->context);
+}
+
+static void start_connect_inet(connection *c, GInetAddress *address)
+{
+    g_autoptr(GSocketAddress) sa =
+        g_inet_socket_address_new(address, (guint16)c->node->endpoint.port);
+    struct sockaddr_storage native;
+    gssize len = g_socket_address_get_native_size(sa);
+    if (len <= 0 || !g_socket_address_to_native(sa, &native, sizeof native, NULL)) {
+        connection_fail(c, SLUICE_ERROR_BACKEND, "connect", "not an address");
+        return;
+    }
+    start_connect(c, (struct sockaddr *)&native, (socklen_t)len);
+}
+
+static void resolved(GObject *resolver, GAsyncResult *result, gpointer data)
+{
+    connection *c = data;
+    g_autoptr(GError) error = NULL;
+    GList *addresses = g_resolver_lookup_by_name_finish(G_RESOLVER(resolver), result, &error);
+    if (c->stage == RESOLVING) {
+        g_clear_object(&c->resolving);
+        if (!addresses) {
+            g_autofree char *step = g_strdup_printf("resolve %s", c->node->endpoint.host);
+            connection_fail(c, SLUICE_ERROR_BACKEND, step, error->message);
+        } else {
+            start_connect_inet(c, addresses->data);
+        }
+    }
+    g_resolver_free_addresses(addresses);
+    connection_unref(c);
+}
+
+/* The connection of context, made (and AUTH and SELECT queued) when needed, with
+ * a reference for the caller (it may have failed, CLOSED, already). */
+static connection *connection_for(sluice__redis_node *node, GMainContext *context)
+{
+    const sluice__redis_endpoint *e = &node->endpoint;
+    sluice__redis_async *a = node->async;
+    g_mutex_lock(&a->lock);
+    connection *c = g_hash_table_lookup(a->connections, context);
+    if (c && c->pid != getpid()) { /* the parent's, after fork(): leave it alone */
+        g_hash_table_remove(a->connections, context);
+        c = NULL;
+    }
+    if (c)
+        g_atomic_int_inc(&c->refs);
+    g_mutex_unlock(&a->lock);
+    if (c)
+        return c;
+
+    c = g_new0(connection, 1);
+    c->refs = 2; /* the table's and the caller's */
+    c->owner = a;
+    c->node = node;
+    c->context = g_main_context_ref(context);
+    c->pid = getpid();
+    c->fd = -1;
+    c->out = g_byte_array_new();
+    g_queue_init(&c->awaited);
+    if (e->password && e->user)
+        append(c, 3, (const char *[]){"AUTH", e->user, e->password}, (gpointer)auth_step);
+    else if (e->password)
+        append(c, 2, (const char *[]){"AUTH", e->password}, (gpointer)auth_step);
+    if (e->db != 0) {
+        char db[24];
+        db[sluice__redis_decimal(db, e->db)] = '\0';
+        append(c, 2, (const char *[]){"SELECT", db}, (gpointer)select_step);
+    }
+    g_mutex_lock(&a->lock);
+    g_hash_table_replace(a->connections, context, c);
+    g_mutex_unlock(&a->lock);
+
+    g_autoptr(GInetAddress) address = e->host ? g_inet_address_new_from_string(e->host) : NULL;
+    if (e->socket) {
+        struct sockaddr_un un = {.sun_family = AF_UNIX};
+        g_strlcpy(un.sun_path, e->socket, sizeof un.sun_path);
+        start_connect(c, (struct sockaddr *)&un, sizeof un);
+    } else if (address) {
+        start_connect_inet(c, address);
+    } else { /* on a thread of GResolver's; the answer comes on context */
+        c->stage = RESOLVING;
+        c->resolving = g_cancellable_new();
+        g_atomic_int_inc(&c->refs); /* resolved()'s */
+        g_main_context_push_thread_default(context);
+        g_autoptr(GResolver) resolver = g_resolver_get_default();
+        g_resolver_lookup_by_name_async(resolver, e->host, c->resolving, resolved, c);
+        g_main_context_pop_thread_default(context);
+    }
+    return c;
 }
 
 static gboolean timed_out(gpointer p)
 {
     request *r = p;
     connection *c = r->conn;
+    if (!g_queue_find(&c->awaited, r)) { /* in a TRYAGAIN pause: send_again frees it */
+        g_clear_pointer(&r->timer, g_source_unref);
+        conclude(r, NULL, failed(r, "timed out"));
+        return G_SOURCE_REMOVE;
+    }
+    const sluice__redis_endpoint *e = &c->node->endpoint;
     g_clear_pointer(&r->timer, g_source_unref);
-    /* a server that did not answer this will not answer the next: later calls
-     * (even those `done` makes) get a new connection */
-    unlist(c);
-    r->replies_due++; /* keep r until the connection has failed its commands */
-    conclude(r, NULL, failed(r, "timed out"));
-    redisAsyncFree(c->ac); /* fails every pending command, then frees c */
-    request_release(r);
+    /* what was under way says why, as the blocking client's messages do */
+    GError *why = NULL;
+    if (c->stage == HANDSHAKE) {
+        sluice__tls_handshake_timed_out(c->tls, e->what, &why);
+    } else if (c->stage == RESOLVING) {
+        g_autofree char *step = g_strdup_printf("resolve %s", e->host);
+        sluice__redis_fail(&why, SLUICE_ERROR_BACKEND, e, step, "timed out");
+    } else {
+        sluice__redis_fail(&why, SLUICE_ERROR_BACKEND, e,
+                           c->stage == CONNECTING ? "connect" : "EVALSHA", "timed out");
+    }
+    /* a server that did not answer this will not answer the next: the calls on
+     * the connection fail with it, later ones (even those `done` makes) get a new
+     * connection */
+    g_atomic_int_inc(&c->refs);
+    conclude(r, NULL, g_error_copy(why));
+    connection_close(c, why);
+    connection_unref(c);
     return G_SOURCE_REMOVE;
 }
 
@@ -332,21 +608,11 @@ void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *no
             sluice__redis_cluster_name_slot(failure, node, slot);
             sluice__redis_cluster_refresh_soon(b->cluster, b->timeout_us);
         }
-        done(NULL, failure, data);
-        return;
-    }
-    connection *c = connection_for(node, context, &failure);
-    if (!c) {
-        sluice__redis_keys_clear(keys);
-        sluice__breaker_failure(&node->breaker, trial, failure->message);
-        if (b->cluster) {
-            sluice__redis_cluster_name_slot(failure, node, slot);
-            sluice__redis_cluster_refresh_soon(b->cluster, b->timeout_us);
-        }
         sluice__redis_failed(b, node);
         done(NULL, failure, data);
         return;
     }
+    connection *c = connection_for(node, context);
     request *r = g_new0(request, 1);
     r->b = b;
     r->conn = c;
@@ -360,16 +626,13 @@ void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *no
     *keys = (sluice__redis_keys){NULL, NULL};
     sluice__redis_script_init(&r->script, b->sha[rule->algorithm], rule, r->keys.state, r->keys.seq,
                               "acquire", permits, reserve_us);
-    r->replies_due = 1; /* this function's own hold, released below */
-    if (!send_script(r)) {
-        conclude(r, NULL, failed(r, "cannot send"));
-        request_release(r);
-        return;
+    if (c->stage != CLOSED) {
+        r->timer = g_timeout_source_new((guint)MAX(1, (b->timeout_us + 999) / 1000));
+        g_source_set_callback(r->timer, timed_out, r, NULL);
+        g_source_attach(r->timer, context);
     }
-    r->timer = g_timeout_source_new((guint)MAX(1, (b->timeout_us + 999) / 1000));
-    g_source_set_callback(r->timer, timed_out, r, NULL);
-    g_source_attach(r->timer, context);
-    request_release(r);
+    send_on(r, c, FALSE);
+    connection_unref(c);
 }
 
 void sluice__redis_async_free(sluice__redis_async *a)
@@ -381,8 +644,11 @@ void sluice__redis_async_free(sluice__redis_async *a)
     g_mutex_unlock(&a->lock);
     for (GList *l = all; l; l = l->next) {
         connection *c = l->data;
-        if (c->pid == getpid())
-            redisAsyncFree(c->ac); /* fails what is still pending, then frees c */
+        if (c->pid == getpid()) {
+            g_atomic_int_inc(&c->refs);
+            connection_fail(c, SLUICE_ERROR_BACKEND, "close", "the backend was shut down");
+            connection_unref(c);
+        }
     }
     g_list_free(all);
     g_hash_table_unref(a->connections);

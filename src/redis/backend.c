@@ -21,6 +21,7 @@
 #include "redis/internal.h"
 #include "redis/link.h"
 #include "redis/script.h"
+#include "redis/tls.h"
 
 #define ALGORITHMS SLUICE__ALGORITHMS
 
@@ -400,6 +401,7 @@ static void redis_free(sluice__backend *backend)
     sluice__redis_node_free(b->node);
     sluice__redis_cluster_free(b->cluster);
     sluice__redis_master_free(b->master);
+    sluice__tls_context_unref(b->tls);
     sluice__redis_url_clear(&b->url);
     for (int i = 0; i < ALGORITHMS; i++)
         g_free(b->sha[i]);
@@ -448,13 +450,21 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         g_free(b);
         return NULL;
     }
-    if (b->url.tls) {
+    if (b->url.tls && b->url.topology != SLUICE__REDIS_SINGLE) {
         g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG,
-                    "%s: [sluice] redis: %s:// is not supported yet; expected redis://, unix://, "
-                    "redis+cluster:// or redis+sentinel://",
+                    "%s: [sluice] redis: %s:// is not supported yet; expected redis://, "
+                    "rediss://, unix://, redis+cluster:// or redis+sentinel://",
                     config->path ? config->path : "defaults", sluice__redis_url_scheme(&b->url));
         sluice__redis_url_clear(&b->url);
         g_free(b);
+        return NULL;
+    }
+    GError *unusable = NULL; /* a tls_* file */
+    if (b->url.tls && !(b->tls = sluice__tls_context_new(&config->tls, &unusable))) {
+        g_set_error(error, SLUICE_ERROR_DOMAIN, unusable->code, "%s: [sluice] %s",
+                    config->path ? config->path : "defaults", unusable->message);
+        g_error_free(unusable);
+        redis_free(&b->base);
         return NULL;
     }
     b->prefix = g_strdup(config->key_prefix);
@@ -495,13 +505,18 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
                                 /* else password_file, $SLUICE_REDIS_PASSWORD */
                                 b->url.password ? b->url.password : config->redis_password,
                                 b->url.db);
+    if (b->tls)
+        sluice__redis_endpoint_use_tls(&endpoint, b->tls, config->tls.server_name);
     b->node = sluice__redis_node_new(&endpoint);
 
-    /* connect now: bad credentials stop init, an absent server does not */
+    /* connect now: bad credentials, a certificate TLS refuses or a database the
+     * server has not stop init, an absent server does not */
     GError *failure = NULL;
     if (!sluice__redis_link_connect(b->node->link, g_get_monotonic_time() + b->timeout_us,
                                     &failure)) {
-        if (g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH)) {
+        if (g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH) ||
+            g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_TLS) ||
+            g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG)) {
             g_propagate_error(error, failure);
             redis_free(&b->base);
             return NULL;

@@ -132,11 +132,11 @@ static gboolean read_map(sluice__redis_cluster *c, sluice__redis_node *node, gin
                          GError **error)
 {
     static const char *argv[] = {"CLUSTER", "SLOTS"};
-    redisContext *ctx = sluice__redis_connect(&node->endpoint, deadline, FALSE, error);
-    if (!ctx)
+    sluice__redis_transport *t = sluice__redis_connect(&node->endpoint, deadline, FALSE, error);
+    if (!t)
         return FALSE;
-    redisReply *reply = sluice__redis_conn_command(&node->endpoint, ctx, deadline, 2, argv, error);
-    redisFree(ctx);
+    redisReply *reply = sluice__redis_conn_command(&node->endpoint, t, deadline, 2, argv, error);
+    sluice__redis_transport_free(t);
     if (!reply)
         return FALSE;
     sluice__cluster_slots slots;
@@ -270,19 +270,18 @@ redisReply *sluice__redis_cluster_asking(sluice__redis_node *node, gint64 deadli
                                          const char **argv, GError **error)
 {
     static const char *asking[] = {"ASKING"};
-    redisContext *ctx = sluice__redis_connect(&node->endpoint, deadline, FALSE, error);
-    if (!ctx)
+    sluice__redis_transport *t = sluice__redis_connect(&node->endpoint, deadline, FALSE, error);
+    if (!t)
         return NULL;
-    redisReply *reply =
-        sluice__redis_conn_command(&node->endpoint, ctx, deadline, 1, asking, error);
+    redisReply *reply = sluice__redis_conn_command(&node->endpoint, t, deadline, 1, asking, error);
     if (reply && reply->type == REDIS_REPLY_ERROR) {
         sluice__redis_fail(error, SLUICE_ERROR_BACKEND, &node->endpoint, "ASKING", reply->str);
         g_clear_pointer(&reply, freeReplyObject);
     } else if (reply) {
         freeReplyObject(reply);
-        reply = sluice__redis_conn_command(&node->endpoint, ctx, deadline, argc, argv, error);
+        reply = sluice__redis_conn_command(&node->endpoint, t, deadline, argc, argv, error);
     }
-    redisFree(ctx);
+    sluice__redis_transport_free(t);
     return reply;
 }
 

@@ -3,6 +3,7 @@
 
 #include <sluice/error.h>
 
+#include "redis/tls.h"
 #include "secret.h"
 
 void sluice__redis_endpoint_init(sluice__redis_endpoint *e, const char *host, int port,
@@ -14,6 +15,8 @@ void sluice__redis_endpoint_init(sluice__redis_endpoint *e, const char *host, in
     e->user = g_strdup(user);
     e->password = g_strdup(password);
     e->db = db;
+    e->tls = NULL;
+    e->tls_name = NULL;
     e->what =
         socket ? g_strdup_printf("redis %s", socket) : g_strdup_printf("redis %s:%d", host, port);
 }
@@ -25,6 +28,15 @@ void sluice__redis_endpoint_clear(sluice__redis_endpoint *e)
     g_clear_pointer(&e->user, g_free);
     g_clear_pointer(&e->password, sluice__secret_free);
     g_clear_pointer(&e->what, g_free);
+    g_clear_pointer(&e->tls, sluice__tls_context_unref);
+    g_clear_pointer(&e->tls_name, g_free);
+}
+
+void sluice__redis_endpoint_use_tls(sluice__redis_endpoint *e, sluice__tls_context *tls,
+                                    const char *name)
+{
+    e->tls = sluice__tls_context_ref(tls);
+    e->tls_name = g_strdup(name ? name : e->host);
 }
 
 void sluice__redis_fail(GError **error, int code, const sluice__redis_endpoint *e, const char *step,

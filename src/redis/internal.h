@@ -26,6 +26,7 @@ typedef struct {
     sluice__redis_node *node;       /* the one server (NULL on a Cluster, with Sentinel) */
     sluice__redis_cluster *cluster; /* a Cluster's masters and slot map, or NULL */
     sluice__redis_master *master;   /* redis+sentinel://: the master, as it moves, or NULL */
+    sluice__tls_context *tls;       /* rediss: the tls_* settings every node uses, or NULL */
 } sluice__redis_backend;
 
 /* The node that holds keys (both keys of a call share one hash tag, so one node

@@ -56,8 +56,8 @@ typedef struct {
 
 /* A connection and the requests on it. Freed when its last user lets go. */
 typedef struct {
-    gint users; /* atomic: the link (while current), and each call that uses it */
-    redisContext *ctx;
+    gint users;                 /* atomic: the link (while current), and each call that uses it */
+    sluice__redis_transport *t; /* plaintext or TLS */
     gint64 made_at;
     gboolean dead;           /* failed: its requests have been answered with the failure */
     GByteArray *out, *spare; /* appended, not yet sent; the sender's buffer while not sending */
@@ -120,11 +120,11 @@ static void wake_all(wakes *w)
 
 /* ---- connections ------------------------------------------------------------------------ */
 
-static conn *conn_new(redisContext *ctx)
+static conn *conn_new(sluice__redis_transport *t)
 {
     conn *c = g_new0(conn, 1);
     c->users = 1;
-    c->ctx = ctx;
+    c->t = t;
     c->made_at = g_get_monotonic_time();
     c->out = g_byte_array_new();
     c->spare = g_byte_array_new();
@@ -138,7 +138,7 @@ static void conn_release(conn *c)
 {
     if (!g_atomic_int_dec_and_test(&c->users))
         return;
-    redisFree(c->ctx);
+    sluice__redis_transport_free(c->t);
     g_byte_array_unref(c->out);
     if (c->spare)
         g_byte_array_unref(c->spare);
@@ -201,7 +201,7 @@ static void conn_fail(sluice__redis_link *l, conn *c, sluice__redis_outcome o, i
         if (r)
             finish(r, NULL, o, saved_errno, w);
     }
-    shutdown(c->ctx->fd, SHUT_RDWR);
+    shutdown(c->t->fd, SHUT_RDWR);
     if (l->current == c) {
         l->current = NULL;
         conn_release(c);
@@ -238,8 +238,8 @@ static void send_out(sluice__redis_link *l, conn *c, request *me, wakes *w)
         c->unsent = 0;
         g_mutex_unlock(&l->lock);
         int saved_errno = 0;
-        sluice__redis_outcome o = sluice__redis_send(
-            c->ctx->fd, me->deadline, (const char *)batch->data, batch->len, &saved_errno);
+        sluice__redis_outcome o = sluice__redis_send(c->t, me->deadline, (const char *)batch->data,
+                                                     batch->len, &saved_errno);
         g_mutex_lock(&l->lock);
         g_byte_array_set_size(batch, 0);
         c->spare = batch;
@@ -274,15 +274,17 @@ static void read_replies(sluice__redis_link *l, conn *c, request *me)
         int saved_errno = 0;
         while (n == 0 && o == SLUICE__REDIS_SENT) {
             void *reply = NULL;
-            while (n < BATCH && redisGetReplyFromReader(c->ctx, &reply) == REDIS_OK && reply) {
+            int rc = REDIS_OK;
+            while (n < BATCH && (rc = redisReaderGetReply(c->t->reader, &reply)) == REDIS_OK &&
+                   reply) {
                 batch[n++] = reply;
                 reply = NULL;
             }
-            if (c->ctx->err) {
+            if (rc != REDIS_OK) {
                 o = SLUICE__REDIS_BROKEN;
                 saved_errno = EPROTO;
             } else if (n == 0) {
-                o = sluice__redis_receive(c->ctx, me->deadline, &saved_errno);
+                o = sluice__redis_receive(c->t, me->deadline, &saved_errno);
             }
         }
 
@@ -355,13 +357,13 @@ static conn *current(sluice__redis_link *l, gint64 deadline, gboolean probe, GEr
     l->connecting = TRUE;
     g_mutex_unlock(&l->lock);
     GError *failure = NULL;
-    redisContext *ctx = sluice__redis_connect(l->e, deadline, probe, &failure);
+    sluice__redis_transport *t = sluice__redis_connect(l->e, deadline, probe, &failure);
     g_mutex_lock(&l->lock);
     l->connecting = FALSE;
     l->connects++;
     g_clear_error(&l->failure);
-    if (ctx)
-        l->current = conn_new(ctx);
+    if (t)
+        l->current = conn_new(t);
     else
         l->failure = g_error_copy(failure);
     g_cond_broadcast(&l->connected);
@@ -461,8 +463,10 @@ static void after_fork_child(void)
         if (c && g_atomic_int_get(&c->users) == 1) {
             conn_release(c);
         } else if (c) {
-            redisFree(c->ctx); /* the child's copy of the socket; the rest leaks */
-            c->ctx = NULL;
+            /* the child's copy of the socket, and of its TLS session, which must
+             * not say a word on the parent's connection; the rest leaks */
+            sluice__redis_transport_free(c->t);
+            c->t = NULL;
         }
         l->connecting = FALSE;
         g_clear_error(&l->failure);

@@ -97,11 +97,11 @@ static gboolean refused(const redisReply *r)
 static redisReply *ask(const sluice__redis_endpoint *e, gint64 deadline, int argc,
                        const char **argv, GError **error)
 {
-    redisContext *ctx = sluice__redis_connect(e, deadline, FALSE, error);
-    if (!ctx)
+    sluice__redis_transport *t = sluice__redis_connect(e, deadline, FALSE, error);
+    if (!t)
         return NULL;
-    redisReply *r = sluice__redis_conn_command(e, ctx, deadline, argc, argv, error);
-    redisFree(ctx);
+    redisReply *r = sluice__redis_conn_command(e, t, deadline, argc, argv, error);
+    sluice__redis_transport_free(t);
     if (r && r->type == REDIS_REPLY_ERROR) {
         sluice__redis_fail(error, refused(r) ? SLUICE_ERROR_AUTH : SLUICE_ERROR_BACKEND, e, argv[0],
                            r->str);

@@ -43,8 +43,8 @@ struct sluice__redis_watch {
 
 /* One Sentinel's subscription, as the thread keeps it. */
 typedef struct {
-    redisContext *ctx; /* NULL: none now */
-    gint64 retry_at;   /* when to subscribe again */
+    sluice__redis_transport *t; /* NULL: none now */
+    gint64 retry_at;            /* when to subscribe again */
 } subscription;
 
 static void subscribe(sluice__redis_watch *w, guint i, subscription *sub, gint64 now)
@@ -52,29 +52,28 @@ static void subscribe(sluice__redis_watch *w, guint i, subscription *sub, gint64
     const sluice__redis_endpoint *e = sluice__redis_sentinel_at(w->s, i);
     g_autoptr(GError) error = NULL;
     gint64 deadline = now + w->step_us;
-    redisContext *ctx = sluice__redis_connect(e, deadline, FALSE, &error);
+    sluice__redis_transport *t = sluice__redis_connect(e, deadline, FALSE, &error);
     const char *argv[] = {"SUBSCRIBE", "+switch-master"};
-    redisReply *r = ctx ? sluice__redis_conn_command(e, ctx, deadline, 2, argv, &error) : NULL;
+    redisReply *r = t ? sluice__redis_conn_command(e, t, deadline, 2, argv, &error) : NULL;
     gboolean ok = r && r->type == REDIS_REPLY_ARRAY;
     if (r)
         freeReplyObject(r);
     if (!ok) {
         g_debug("%s: no subscription to +switch-master: %s", e->what,
                 error ? error->message : "refused");
-        if (ctx)
-            redisFree(ctx);
+        sluice__redis_transport_free(t);
         sub->retry_at = now + RESUBSCRIBE_US;
         return;
     }
-    sub->ctx = ctx;
-    g_atomic_int_set(&w->fds[i], ctx->fd);
+    sub->t = t;
+    g_atomic_int_set(&w->fds[i], t->fd);
 }
 
 static void unsubscribe(sluice__redis_watch *w, guint i, subscription *sub, gint64 now)
 {
     g_atomic_int_set(&w->fds[i], -1); /* before it closes: a child never closes a reused fd */
-    redisFree(sub->ctx);
-    sub->ctx = NULL;
+    sluice__redis_transport_free(sub->t);
+    sub->t = NULL;
     sub->retry_at = now + RESUBSCRIBE_US;
 }
 
@@ -100,8 +99,10 @@ static gboolean switched_to(sluice__redis_watch *w, const redisReply *r, char **
 static gboolean read_messages(sluice__redis_watch *w, guint i, subscription *sub, gint64 now,
                               gboolean *again)
 {
-    errno = 0;
-    if (redisBufferRead(sub->ctx) != REDIS_OK) {
+    gsize got;
+    short wait;
+    int saved_errno;
+    if (sluice__redis_receive_some(sub->t, &got, &wait, &saved_errno) != SLUICE__REDIS_SENT) {
         g_debug("%s: the subscription to +switch-master is lost",
                 sluice__redis_sentinel_at(w->s, i)->what);
         unsubscribe(w, i, sub, now);
@@ -110,7 +111,7 @@ static gboolean read_messages(sluice__redis_watch *w, guint i, subscription *sub
     }
     gboolean found = FALSE;
     void *reply;
-    while (redisGetReplyFromReader(sub->ctx, &reply) == REDIS_OK && reply) {
+    while (redisReaderGetReply(sub->t->reader, &reply) == REDIS_OK && reply) {
         g_autofree char *host = NULL;
         int port;
         if (!found && switched_to(w, reply, &host, &port)) {
@@ -139,11 +140,11 @@ static gpointer watch(gpointer data)
     while (!g_atomic_int_get(&w->stop)) {
         gint64 now = g_get_monotonic_time(), wake_at = now + RETRY_MAX_US;
         for (guint i = 0; i < n; i++) {
-            if (!subs[i].ctx && now >= subs[i].retry_at) {
+            if (!subs[i].t && now >= subs[i].retry_at) {
                 subscribe(w, i, &subs[i], now);
-                wanted |= subs[i].ctx != NULL; /* a switch may have ended unseen */
+                wanted |= subs[i].t != NULL; /* a switch may have ended unseen */
             }
-            if (!subs[i].ctx)
+            if (!subs[i].t)
                 wake_at = MIN(wake_at, subs[i].retry_at);
         }
         if (g_atomic_int_and(&w->asked, 0))
@@ -173,8 +174,7 @@ static gpointer watch(gpointer data)
         guint k = 0;
         polled[k++] = (struct pollfd){.fd = g_atomic_int_get(&w->wake), .events = POLLIN};
         for (guint i = 0; i < n; i++)
-            polled[k++] =
-                (struct pollfd){.fd = subs[i].ctx ? subs[i].ctx->fd : -1, .events = POLLIN};
+            polled[k++] = (struct pollfd){.fd = subs[i].t ? subs[i].t->fd : -1, .events = POLLIN};
         gint64 wait_us = wake_at - g_get_monotonic_time();
         if (poll(polled, k, wait_us > 0 ? (int)((wait_us + 999) / 1000) : 0) <= 0)
             continue;
@@ -185,8 +185,7 @@ static gpointer watch(gpointer data)
         now = g_get_monotonic_time();
         for (guint i = 0; i < n; i++) {
             gboolean again = FALSE;
-            if (subs[i].ctx && polled[1 + i].revents &&
-                read_messages(w, i, &subs[i], now, &again)) {
+            if (subs[i].t && polled[1 + i].revents && read_messages(w, i, &subs[i], now, &again)) {
                 wanted = complained = FALSE;
                 retry_us = RETRY_FIRST_US;
             }
@@ -197,7 +196,7 @@ static gpointer watch(gpointer data)
         }
     }
     for (guint i = 0; i < n; i++)
-        if (subs[i].ctx)
+        if (subs[i].t)
             unsubscribe(w, i, &subs[i], 0);
     g_free(polled);
     g_free(subs);
