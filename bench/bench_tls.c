@@ -1,0 +1,156 @@
+/* bench_tls: what TLS costs a decision: the same rule on the same redis-server, reached
+ * with redis:// (its plaintext port) and rediss:// (its TLS port), in one run.
+ *
+ * The certificates are made by tests/tls_certs.sh (EC P-256) in a temporary directory;
+ * the server (tests/redis_server.c) listens on both ports. Each round runs, for each
+ * URL in turn, 1 thread (the latency of every call: p50, p99) and 16 threads (decisions
+ * a second) for RUN_NS each; ROUNDS rounds alternate, and the medians are printed with
+ * the ratios TLS / plaintext next to their targets (p50 at most 1.25x, rate at least
+ * 0.8x once connected). Exits 0 whatever the figures, 1 when it cannot set up. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <sluice/sluice.h>
+
+#include "redis_server.h"
+#include "setup.h"
+#include "timing.h"
+
+#ifndef SLUICE_BENCH_TLS_CERTS
+#error "SLUICE_BENCH_TLS_CERTS: tests/tls_certs.sh"
+#endif
+
+#define RUN_NS    (1500 * G_GINT64_CONSTANT(1000000))
+#define ROUNDS    3
+#define THREADS   16
+#define LATENCIES (1u << 21)
+
+static const char rule[] = "[limit:b]\nalgorithm = token_bucket\nlimit = 1000000\nwindow = 1s\n"
+                           "burst = 1000000000000\nper_key = false\n";
+
+typedef struct {
+    gint64 until;
+    guint32 *latencies; /* 1 thread: each call's, ns */
+    gsize n;
+    gint64 calls; /* atomic */
+} run;
+
+static gpointer decide(gpointer p)
+{
+    run *r = p;
+    gint64 calls = 0;
+    for (gint64 now = bench_now_ns(); now < r->until; calls++) {
+        sluice_acquire("b", NULL, 1, NULL, NULL);
+        gint64 after = bench_now_ns();
+        if (r->latencies && r->n < LATENCIES)
+            r->latencies[r->n++] = (guint32)MIN(after - now, G_MAXUINT32);
+        now = after;
+    }
+    g_atomic_pointer_add(&r->calls, calls);
+    return NULL;
+}
+
+/* One URL: 1-thread p50 and p99 (µs), 16-thread decisions a second. */
+static gboolean measure(const char *url, const char *ca, double *p50, double *p99, double *rate)
+{
+    g_autofree char *contents = g_strdup_printf(
+        "[sluice]\nbackend = redis\nredis = %s\n%s%s%stimeout = 1s\ndenial_cache = false\n"
+        "on_error = deny\n%s",
+        url, ca ? "tls_ca_file = " : "", ca ? ca : "", ca ? "\n" : "", rule);
+    g_autoptr(GError) error = NULL;
+    if (!bench_init(contents, &error)) {
+        fprintf(stderr, "bench_tls: %s\n", error->message);
+        return FALSE;
+    }
+    sluice_acquire("b", NULL, 1, NULL, NULL); /* connected: the handshake is not timed */
+    run one = {.until = bench_now_ns() + RUN_NS, .latencies = g_new(guint32, LATENCIES)};
+    decide(&one);
+    bench_sort_u32(one.latencies, one.n);
+    *p50 = bench_quantile(one.latencies, one.n, 0.5) / 1000.0;
+    *p99 = bench_quantile(one.latencies, one.n, 0.99) / 1000.0;
+    g_free(one.latencies);
+    run many = {.until = bench_now_ns() + RUN_NS};
+    gint64 start = bench_now_ns();
+    GThread *threads[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        threads[i] = g_thread_new("decide", decide, &many);
+    for (int i = 0; i < THREADS; i++)
+        g_thread_join(threads[i]);
+    *rate = many.calls / ((bench_now_ns() - start) / 1e9);
+    sluice_shutdown();
+    return TRUE;
+}
+
+int main(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("sluice-bench-tls-XXXXXX", NULL);
+    const char *argv[] = {"sh", SLUICE_BENCH_TLS_CERTS, dir, NULL};
+    int status = -1;
+    if (!dir ||
+        !g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDIN_FROM_DEV_NULL,
+                      NULL, NULL, NULL, NULL, &status, NULL) ||
+        !g_spawn_check_wait_status(status, NULL)) {
+        fprintf(stderr, "bench_tls: tests/tls_certs.sh failed (is openssl installed?)\n");
+        return 1;
+    }
+    g_autofree char *cert = g_build_filename(dir, "server.pem", NULL);
+    g_autofree char *key = g_build_filename(dir, "server.key", NULL);
+    g_autofree char *ca = g_build_filename(dir, "ca.pem", NULL);
+    const char *args[] = {"--tls-port",
+                          "{port1}",
+                          "--tls-cert-file",
+                          cert,
+                          "--tls-key-file",
+                          key,
+                          "--tls-ca-cert-file",
+                          ca,
+                          "--tls-auth-clients",
+                          "no",
+                          NULL};
+    test_redis_options options = {.args = args, .more_ports = 1};
+    g_autoptr(GError) error = NULL;
+    test_redis *server = test_redis_try_start(&options, &error);
+    if (!server) {
+        fprintf(stderr, "bench_tls: redis-server: %s\n", error->message);
+        return 1;
+    }
+    g_autofree char *plain = g_strdup_printf("redis://127.0.0.1:%d", server->port);
+    g_autofree char *tls = g_strdup_printf("rediss://127.0.0.1:%d", server->ports[1]);
+
+    bench_print_version("redis");
+    g_autofree char *loadavg = NULL;
+    g_file_get_contents("/proc/loadavg", &loadavg, NULL, NULL);
+    printf("one redis-server, plaintext port %d and TLS port %d (TLS 1.3, EC P-256); "
+           "token_bucket, every decision an admission; load average %.5s\n",
+           server->port, server->ports[1], loadavg ? loadavg : "?");
+    printf("%-10s %8s %8s %12s   (each row %.1f s a figure)\n", "url", "p50 µs", "p99 µs",
+           "16 thr dec/s", RUN_NS / 1e9);
+    double p50[2][ROUNDS], p99[2][ROUNDS], rate[2][ROUNDS];
+    int code = 0;
+    for (int round = 0; round < ROUNDS && code == 0; round++) {
+        for (int k = 0; k < 2 && code == 0; k++) {
+            if (!measure(k ? tls : plain, k ? ca : NULL, &p50[k][round], &p99[k][round],
+                         &rate[k][round]))
+                code = 1;
+            else
+                printf("%-10s %8.1f %8.1f %12.0f\n", k ? "rediss://" : "redis://", p50[k][round],
+                       p99[k][round], rate[k][round]);
+        }
+    }
+    if (code == 0) {
+        double lat = bench_median(p50[1], ROUNDS) / bench_median(p50[0], ROUNDS);
+        double thr = bench_median(rate[1], ROUNDS) / bench_median(rate[0], ROUNDS);
+        printf("\nmedians of %d rounds: p50 %.1f µs plaintext, %.1f µs TLS: %.2fx (target <= "
+               "1.25x: %s)\n",
+               ROUNDS, bench_median(p50[0], ROUNDS), bench_median(p50[1], ROUNDS), lat,
+               lat <= 1.25 ? "PASS" : "MISS");
+        printf("16 threads %.0f/s plaintext, %.0f/s TLS: %.2fx (target >= 0.8x: %s)\n",
+               bench_median(rate[0], ROUNDS), bench_median(rate[1], ROUNDS), thr,
+               thr >= 0.8 ? "PASS" : "MISS");
+    }
+    test_redis_stop(server);
+    test_remove_dir(dir);
+    return code;
+}
