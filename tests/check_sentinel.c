@@ -370,6 +370,86 @@ START_TEST(decisions_resume_on_the_new_master_within_a_second_of_the_switch)
 }
 END_TEST
 
+/* The EVALSHA and EVAL that node ran (INFO commandstats: calls=N; a READONLY refusal
+ * is a rejected call, not one). */
+static long long scripts_run(const test_sentinel *s, const test_redis *node)
+{
+    redisReply *r = test_sentinel_node_command(s, node, "INFO commandstats");
+    ck_assert(r && r->type == REDIS_REPLY_STRING);
+    long long n = 0;
+    static const char *const names[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+        const char *at = strstr(r->str, names[i]);
+        n += at ? g_ascii_strtoll(at + strlen(names[i]), NULL, 10) : 0;
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* A failover the operator asks for (SENTINEL FAILOVER): the old master lives on as
+ * a replica; decisions move to the new master, and the old one runs no script
+ * from then on. */
+START_TEST(after_a_manual_failover_the_old_master_runs_no_script)
+{
+    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0};
+    test_sentinel *s = test_sentinel_start(&options);
+    g_autofree char *contents = keyfile_for(
+        s, SENTINEL_PASSWORD,
+        "timeout = 50ms\non_error = deny\n[limit:f]\nalgorithm = sliding_log\nlimit = 40\n"
+        "window = 200ms\n");
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(init_with(contents, &error), "%s", error ? error->message : "");
+    redisContext *subs[3];
+    for (int i = 0; i < 3; i++)
+        subs[i] = test_sentinel_subscribe(s, i);
+    run r = {0, {0}, g_array_new(FALSE, FALSE, sizeof(call_record))};
+    g_mutex_init(&r.lock);
+    GThread *threads[4];
+    for (guint i = 0; i < G_N_ELEMENTS(threads); i++)
+        threads[i] = g_thread_new("decide", decide, &r);
+    g_usleep(300000);
+    ck_assert_int_gt(scripts_run(s, s->node[0]), 0);
+    redisReply *asked = test_sentinel_command(s, 0, "SENTINEL FAILOVER %s", TEST_SENTINEL_MASTER);
+    ck_assert_msg(asked && asked->type == REDIS_REPLY_STATUS, "%s", asked ? asked->str : "?");
+    freeReplyObject(asked);
+    gint64 switched = 0;
+    ck_assert_ptr_eq(test_sentinel_wait_switch(s, subs, 3, 20 * G_USEC_PER_SEC, &switched),
+                     s->node[1]);
+    g_usleep(G_USEC_PER_SEC);
+    long long on_old = scripts_run(s, s->node[0]), on_new = scripts_run(s, s->node[1]);
+    g_usleep(500000);
+    ck_assert_int_eq(scripts_run(s, s->node[0]), on_old); /* a replica now: none */
+    ck_assert_int_gt(scripts_run(s, s->node[1]), on_new);
+    g_atomic_int_set(&r.stop, 1);
+    for (guint i = 0; i < G_N_ELEMENTS(threads); i++)
+        g_thread_join(threads[i]);
+    sluice_shutdown();
+
+    gint64 bound = (TIMEOUT_MS + 10) * 1000 * fixture_time_scale();
+    for (guint i = 0; i < r.calls->len; i++) {
+        const call_record *c = &g_array_index(r.calls, call_record, i);
+        ck_assert_msg(c->net_us <= bound, "a call took %" G_GINT64_FORMAT " µs", c->net_us);
+        ck_assert(c->result != SLUICE_ERROR || !c->allowed);
+    }
+    /* the admissions the old master took after the replica's promotion, before it
+     * was demoted, never reached the new master (asynchronous replication): a
+     * window across the switch may admit that many more. From the switch on, the
+     * new master holds them all. */
+    GArray *after = g_array_new(FALSE, FALSE, sizeof(call_record));
+    for (guint i = 0; i < r.calls->len; i++)
+        if (g_array_index(r.calls, call_record, i).sent > switched + 100000)
+            g_array_append_val(after, g_array_index(r.calls, call_record, i));
+    g_array_sort(after, by_received);
+    ck_assert_uint_le(most_admitted_in_a_window(after), LIMIT);
+    g_array_free(after, TRUE);
+    for (int i = 0; i < 3; i++)
+        redisFree(subs[i]);
+    g_array_free(r.calls, TRUE);
+    g_mutex_clear(&r.lock);
+    test_sentinel_stop(s);
+}
+END_TEST
+
 /* ---- reload, shutdown, fork ----------------------------------------------------------- */
 
 /* How many threads of this process are called name now. */
@@ -536,6 +616,7 @@ int main(void)
     tcase_set_timeout(failover, 60);
     tcase_add_test(failover, decisions_resume_on_the_new_master_within_a_second_of_the_switch);
     tcase_add_test(failover, a_forked_child_follows_the_failover_with_a_thread_of_its_own);
+    tcase_add_test(failover, after_a_manual_failover_the_old_master_runs_no_script);
     suite_add_tcase(s, failover);
     return fixture_run(s);
 }
