@@ -3,6 +3,8 @@
  * moved between masters under load. Each test starts its own Cluster. */
 #include "fixture.h"
 
+#include <gio/gio.h>
+
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -16,7 +18,8 @@
 #define TIMEOUT_MS 50
 #define SLACK_MS   10 /* a call takes at most timeout + this */
 
-/* The key of `name` for `key` as sluice writes it under fixed_window, and its slot. */
+/* The slot of the keys of `name` for `key` as sluice writes them (the hash tag is
+ * the same under every algorithm's prefix). */
 static guint slot_of(const char *name, const char *key)
 {
     g_auto(sluice__redis_keys) k = {NULL, NULL};
@@ -322,9 +325,10 @@ static char *id_of(const test_cluster *c, int node)
     return id;
 }
 
-/* Moves slot from master `from` to master `to` as redis-cli --cluster reshard does:
- * IMPORTING, MIGRATING, each key MIGRATEd one at a time, then NODE everywhere. */
-static void move_slot(const test_cluster *c, guint slot, int from, int to)
+/* Starts moving slot from master `from` to master `to` as redis-cli --cluster reshard
+ * does: IMPORTING, MIGRATING, then each of its keys MIGRATEd, one at a time. The
+ * source answers ASK for them from then on. */
+static void migrate_slot(const test_cluster *c, guint slot, int from, int to)
 {
     g_autofree char *from_id = id_of(c, from), *to_id = id_of(c, to);
     redisReply *r =
@@ -349,12 +353,101 @@ static void move_slot(const test_cluster *c, guint slot, int from, int to)
         if (n == 0)
             break;
     }
+}
+
+/* Ends the move: master `to` owns slot, node by node. */
+static void give_slot(const test_cluster *c, guint slot, int to)
+{
+    g_autofree char *to_id = id_of(c, to);
     for (int m = 0; m < c->masters; m++) {
-        r = test_cluster_command(c, c->node[m], "CLUSTER SETSLOT %u NODE %s", slot, to_id);
+        redisReply *r =
+            test_cluster_command(c, c->node[m], "CLUSTER SETSLOT %u NODE %s", slot, to_id);
         ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "%s", r ? r->str : "?");
         freeReplyObject(r);
     }
 }
+
+static void move_slot(const test_cluster *c, guint slot, int from, int to)
+{
+    migrate_slot(c, slot, from, to);
+    give_slot(c, slot, to);
+}
+
+/* ---- a map gone stale ---------------------------------------------------------------- */
+
+static int async_code;
+static sluice_decision async_decision;
+
+static void async_done(GObject *source, GAsyncResult *res, gpointer p)
+{
+    (void)source;
+    g_autoptr(GError) error = NULL;
+    async_code = sluice_acquire_finish(res, &async_decision, &error);
+    ck_assert_msg(async_code != SLUICE_ERROR, "%s", error ? error->message : "?");
+    *(gboolean *)p = TRUE;
+}
+
+/* One blocking and one asynchronous decision on key; the remaining permits each saw. */
+static void decide_both(const char *key, gint64 *blocking, gint64 *async)
+{
+    sluice_decision d;
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_acquire("api", key, 1, &d, &error) == SLUICE_ALLOWED, "%s",
+                  error ? error->message : "denied");
+    *blocking = d.remaining;
+    gboolean done = FALSE;
+    sluice_acquire_async("api", key, 1, NULL, async_done, &done);
+    while (!done)
+        g_main_context_iteration(NULL, TRUE);
+    ck_assert_int_eq(async_code, SLUICE_ALLOWED);
+    *async = async_decision.remaining;
+}
+
+static int master_index(const test_cluster *c, guint slot)
+{
+    test_redis *owner = test_cluster_master_of(c, slot);
+    for (int m = 0; m < c->masters; m++)
+        if (c->node[m] == owner)
+            return m;
+    ck_abort_msg("no master serves slot %u", slot);
+    return -1;
+}
+
+START_TEST(a_stale_map_follows_moved_and_ask_on_both_apis)
+{
+    test_cluster *c = test_cluster_start(NULL);
+    /* sliding_log writes both keys of a call: the ASK target, importing the slot, runs a
+     * script only when every key it names is there (else TRYAGAIN) */
+    init_on(c, "deny", 2000, "[limit:api]\nalgorithm = sliding_log\nlimit = 10\nwindow = 1h\n");
+    gint64 blocking, async;
+    decide_both("moved", &blocking, &async);
+    ck_assert_int_eq(async, 8);
+    decide_both("asked", &blocking, &async);
+    ck_assert_int_eq(async, 8);
+
+    /* "moved": its slot goes to another master; the map still names the old one */
+    guint slot = slot_of("api", "moved");
+    int from = master_index(c, slot);
+    move_slot(c, slot, from, (from + 1) % 3);
+    decide_both("moved", &blocking, &async);
+    ck_assert_int_eq(blocking, 7); /* the state moved with the slot */
+    ck_assert_int_eq(async, 6);
+
+    /* "asked": its keys are migrated, the slot not yet given: the old master ASKs */
+    slot = slot_of("api", "asked");
+    from = master_index(c, slot);
+    migrate_slot(c, slot, from, (from + 1) % 3);
+    decide_both("asked", &blocking, &async);
+    ck_assert_int_eq(blocking, 7);
+    ck_assert_int_eq(async, 6);
+    ck_assert_int_eq(test_cluster_keys(c, c->node[from]), 0);
+    give_slot(c, slot, (from + 1) % 3);
+    decide_both("asked", &blocking, &async);
+    ck_assert_int_eq(async, 4);
+    sluice_shutdown();
+    test_cluster_stop(c);
+}
+END_TEST
 
 START_TEST(slots_moved_under_load_fail_no_call_and_admit_no_more)
 {
@@ -414,6 +507,7 @@ int main(void)
                    a_dead_master_costs_only_its_slots_and_its_replica_takes_over_within_a_second);
     tcase_add_test(tc, with_full_coverage_every_call_follows_on_error_until_the_failover_ends);
     tcase_add_test(tc, slots_moved_under_load_fail_no_call_and_admit_no_more);
+    tcase_add_test(tc, a_stale_map_follows_moved_and_ask_on_both_apis);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }

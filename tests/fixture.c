@@ -130,6 +130,25 @@ void fixture_flush(void)
     }
 }
 
+/* Every server of the suite (its redis-server, or each master of its Cluster). */
+static void each_server(void (*f)(test_redis *))
+{
+    if (redis)
+        f(redis);
+    for (int m = 0; cluster && m < cluster->masters; m++)
+        f(cluster->node[m]);
+}
+
+void fixture_pause(void)
+{
+    each_server(test_redis_pause);
+}
+
+void fixture_resume(void)
+{
+    each_server(test_redis_resume);
+}
+
 void fixture_init(const char *contents)
 {
     fixture_flush();

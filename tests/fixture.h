@@ -24,6 +24,11 @@ void fixture_init(const char *contents);
  * memory). */
 void fixture_flush(void);
 
+/* SIGSTOP / SIGCONT the suite's redis-server, or every master of its Cluster: Redis
+ * that hangs, and comes back. */
+void fixture_pause(void);
+void fixture_resume(void);
+
 /* TRUE when SLUICE_TEST_BACKEND=redis: fixture_run starts a redis-server (or
  * =cluster, =sentinel, =tls, below). */
 gboolean fixture_on_redis(void);
