@@ -15,7 +15,7 @@
 #include "limiter.h"
 
 #define SLOTS     256 /* per limit: bounded memory whatever the keys */
-#define STRIPES   64  /* writers' locks, shared by every cache */
+#define STRIPES   8   /* writers' locks, shared by every cache: fork() holds them all */
 #define KEY_WORDS (SLUICE__DENIAL_CACHE_MAX_KEY / 8)
 
 /* A key as the table holds it: its bytes in whole words, zero-padded, and its

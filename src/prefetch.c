@@ -16,7 +16,7 @@
 #include "limiter.h"
 
 #define SLOTS   256
-#define STRIPES 64
+#define STRIPES 8 /* shared by every store: fork() holds them all */
 
 typedef struct {
     char key[SLUICE__PREFETCH_MAX_KEY + 1];
