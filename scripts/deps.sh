@@ -8,9 +8,10 @@
 # libjson-glib-dev: tests/check_dashboard reads contrib/grafana's dashboard JSON.
 # libssl-dev: TLS to Redis (rediss://); openssl: the command the TLS tests make their
 # certificates with.
+# doxygen: the API reference (cmake target docs), which the test api_docs builds.
 SLUICE_DEBIAN_PACKAGES=(build-essential cmake pkg-config libglib2.0-dev check libhiredis-dev redis-server
                         redis-sentinel libsoup-3.0-dev librsvg2-bin libpng-dev libjson-glib-dev
-                        libssl-dev openssl)
+                        libssl-dev openssl doxygen)
 # Only for `scripts/test --valgrind` and `scripts/test --fuzz` (libFuzzer is in clang's runtime).
 SLUICE_VALGRIND_PACKAGES=(valgrind)
 SLUICE_FUZZ_PACKAGES=(clang libclang-rt-14-dev)

@@ -1,4 +1,5 @@
-/* The core API: ask for permits, give them back (and, through <sluice/lifecycle.h>,
+/** @file
+ * The core API: ask for permits, give them back (and, through <sluice/lifecycle.h>,
  * load the keyfile). */
 #ifndef SLUICE_ACQUIRE_H
 #define SLUICE_ACQUIRE_H
@@ -9,20 +10,22 @@
 
 G_BEGIN_DECLS
 
-/* Return codes of sluice_acquire and sluice_acquire_wait. */
+/** Return codes of sluice_acquire and sluice_acquire_wait. @{ */
 #define SLUICE_ALLOWED 1
 #define SLUICE_DENIED  0
 #define SLUICE_ERROR   (-1)
+/** @} */
 
+/** What a limit decided for a call. */
 typedef struct {
-    gboolean allowed;
-    gint64 limit;          /* capacity: most permits that can pass at once      */
-    gint64 remaining;      /* permits that could still pass now                 */
-    gint64 retry_after_ms; /* -1 when allowed, and when `permits` can never pass */
-    gint64 reset_after_ms; /* until the limiter is back to full capacity        */
+    gboolean allowed;      /**< the permits pass (or on_error let the call through) */
+    gint64 limit;          /**< capacity: most permits that can pass at once      */
+    gint64 remaining;      /**< permits that could still pass now                 */
+    gint64 retry_after_ms; /**< -1 when allowed, and when `permits` can never pass */
+    gint64 reset_after_ms; /**< until the limiter is back to full capacity        */
 } sluice_decision;
 
-/* One decision for `permits` permits of the limit `name`, for the caller `key`
+/** One decision for `permits` permits of the limit `name`, for the caller `key`
  * (NULL: none; ignored when the rule says per_key = false). permits = 0 is a
  * peek: nothing is consumed and out->allowed says whether one permit would pass.
  * A name with no rule is not limited: SLUICE_ALLOWED with limit and remaining
@@ -34,7 +37,7 @@ typedef struct {
 SLUICE_API int sluice_acquire(const char *name, const char *key, gint64 permits,
                               sluice_decision *out, GError **error);
 
-/* As sluice_acquire, but waits up to timeout_ms (instead of the rule's `wait`)
+/** As sluice_acquire, but waits up to timeout_ms (instead of the rule's `wait`)
  * for the permits: it sleeps exactly until they are due and never polls. A
  * token_bucket waiter reserves its tokens when it starts waiting, so no later
  * caller takes them. Returns at once when the permits can never pass or are not
@@ -43,7 +46,7 @@ SLUICE_API int sluice_acquire(const char *name, const char *key, gint64 permits,
 SLUICE_API int sluice_acquire_wait(const char *name, const char *key, gint64 permits,
                                    gint64 timeout_ms, sluice_decision *out, GError **error);
 
-/* Gives back permits of a concurrency limit (other algorithms ignore it; so does
+/** Gives back permits of a concurrency limit (other algorithms ignore it; so does
  * a name with no rule). The macros do this when the decorated body returns. */
 SLUICE_API void sluice_release(const char *name, const char *key, gint64 permits);
 

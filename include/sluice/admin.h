@@ -1,4 +1,5 @@
-/* What operators' tools need: check a keyfile, describe a rule, reset a limit. */
+/** @file
+ * What operators' tools need: check a keyfile, describe a rule, reset a limit. */
 #ifndef SLUICE_ADMIN_H
 #define SLUICE_ADMIN_H
 
@@ -7,28 +8,28 @@
 
 G_BEGIN_DECLS
 
-/* Reads and validates the keyfile at path as sluice_init would, without loading
+/** Reads and validates the keyfile at path as sluice_init would, without loading
  * it and without connecting anywhere. FALSE with *error when it cannot be read
  * (SLUICE_ERROR_IO) or is invalid (SLUICE_ERROR_CONFIG: every problem of the file,
  * one per line, in file order). */
 SLUICE_API gboolean sluice_config_check(const char *path, GError **error);
 
-/* A rule of the running keyfile, as sluice_rule_get reports it. */
+/** A rule of the running keyfile, as sluice_rule_get reports it. */
 typedef struct {
-    const char *algorithm; /* "fixed_window", "sliding_log", ... (static storage) */
-    gint64 limit;          /* permits per window; concurrency: calls in flight     */
-    gint64 burst;          /* token_bucket and gcra: capacity; the others: limit   */
-    gint64 window_ms;      /* concurrency: how long a lease lives                  */
-    gint64 wait_ms;        /* how long a caller may wait for permits               */
-    gboolean shadow;       /* mode = shadow                                        */
-    gboolean per_key;      /* the key splits the limit                             */
+    const char *algorithm; /**< "fixed_window", "sliding_log", ... (static storage) */
+    gint64 limit;          /**< permits per window; concurrency: calls in flight     */
+    gint64 burst;          /**< token_bucket and gcra: capacity; the others: limit   */
+    gint64 window_ms;      /**< concurrency: how long a lease lives                  */
+    gint64 wait_ms;        /**< how long a caller may wait for permits               */
+    gboolean shadow;       /**< mode = shadow                                        */
+    gboolean per_key;      /**< the key splits the limit                             */
 } sluice_rule_info;
 
-/* Fills *out with the rule of name in the running keyfile. FALSE (and *out left
+/** Fills *out with the rule of name in the running keyfile. FALSE (and *out left
  * alone) when sluice is not initialized or the name has no rule. */
 SLUICE_API gboolean sluice_rule_get(const char *name, sluice_rule_info *out);
 
-/* Forgets the state of the limit `name` for `key` (NULL: no key; ignored when the
+/** Forgets the state of the limit `name` for `key` (NULL: no key; ignored when the
  * rule says per_key = false), so that it is back to full capacity: on Redis, DEL
  * of its keys; concurrency leases are dropped and callers waiting for them woken.
  * Other keys of the limit keep their state. A name sluice has no limiter for has

@@ -1,4 +1,5 @@
-/* Deciding without blocking: sluice_acquire in the GIO asynchronous style. */
+/** @file
+ * Deciding without blocking: sluice_acquire in the GIO asynchronous style. */
 #ifndef SLUICE_ASYNC_H
 #define SLUICE_ASYNC_H
 
@@ -8,7 +9,7 @@
 
 G_BEGIN_DECLS
 
-/* Starts one decision, as sluice_acquire (the rule's `wait` included), and calls
+/** Starts one decision, as sluice_acquire (the rule's `wait` included), and calls
  * callback from the thread-default main context of the calling thread once it is
  * made; that context must be iterated. Nothing blocks: on Redis the script runs
  * on one connection per main context, whose name lookup, connect, TLS handshake
@@ -22,7 +23,7 @@ SLUICE_API void sluice_acquire_async(const char *name, const char *key, gint64 p
                                      GCancellable *cancellable, GAsyncReadyCallback callback,
                                      gpointer user_data);
 
-/* The end of sluice_acquire_async: SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_ERROR
+/** The end of sluice_acquire_async: SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_ERROR
  * with *error (bad arguments, the backend failed: out->allowed is then the
  * on_error verdict, or G_IO_ERROR_CANCELLED: out->allowed FALSE), and *out as
  * sluice_acquire fills it (out may be NULL). Concurrency permits taken must be

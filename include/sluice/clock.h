@@ -1,4 +1,5 @@
-/* The clock sluice decides by: the monotonic clock, or a virtual one that a
+/** @file
+ * The clock sluice decides by: the monotonic clock, or a virtual one that a
  * program sets to replay a trace or simulate time. */
 #ifndef SLUICE_CLOCK_H
 #define SLUICE_CLOCK_H
@@ -8,14 +9,14 @@
 
 G_BEGIN_DECLS
 
-/* The current time in microseconds on a monotonic scale. */
+/** The current time in microseconds on a monotonic scale. */
 typedef gint64 (*sluice_clock_now_func)(gpointer user_data);
-/* Called instead of sleeping when a caller waits for permits (sluice_acquire_wait,
+/** Called instead of sleeping when a caller waits for permits (sluice_acquire_wait,
  * a rule's `wait`, the asynchronous API): it should advance the virtual clock to
  * until_us (or further) and return. NULL: waiting callers return at once. */
 typedef void (*sluice_clock_sleep_func)(gint64 until_us, gpointer user_data);
 
-/* Makes `now` the clock of every decision of the process, and `sleep` the way
+/** Makes `now` the clock of every decision of the process, and `sleep` the way
  * waiting callers wait; now == NULL restores the real monotonic clock. Both may be
  * called from any thread that decides, at once. Set it before deciding: times
  * already stored by the memory backend are on the clock that stored them. On the

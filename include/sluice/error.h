@@ -1,4 +1,5 @@
-/* The GError domain of sluice: one table gives both the codes and their messages. */
+/** @file
+ * The GError domain of sluice: one table gives both the codes and their messages. */
 #ifndef SLUICE_ERROR_H
 #define SLUICE_ERROR_H
 
@@ -7,7 +8,7 @@
 
 G_BEGIN_DECLS
 
-/* X(code, message): the single source of the error codes and their descriptions. */
+/** X(code, message): the single source of the error codes and their descriptions. */
 #define SLUICE_ERROR_TABLE(X)                                                                      \
     X(SLUICE_ERROR_INVALID_ARGUMENT, "invalid argument")                                           \
     X(SLUICE_ERROR_CONFIG, "invalid configuration")                                                \
@@ -18,18 +19,20 @@ G_BEGIN_DECLS
     X(SLUICE_ERROR_IO, "input/output error")                                                       \
     X(SLUICE_ERROR_TLS, "TLS with the backend failed")
 
+/** The codes of SLUICE_ERROR_DOMAIN errors, one per row of SLUICE_ERROR_TABLE. */
 typedef enum {
 #define SLUICE__ERROR_ENUM(code, message) code,
     SLUICE_ERROR_TABLE(SLUICE__ERROR_ENUM)
 #undef SLUICE__ERROR_ENUM
 } sluice_error_code;
 
-/* The GError domain. (SLUICE_ERROR itself is the -1 return code of sluice_acquire,
+/** The GError domain. (SLUICE_ERROR itself is the -1 return code of sluice_acquire,
  * see <sluice/acquire.h> and docs/api.md; the domain is therefore SLUICE_ERROR_DOMAIN.) */
 #define SLUICE_ERROR_DOMAIN (sluice_error_quark())
+/** The quark of SLUICE_ERROR_DOMAIN. */
 SLUICE_API GQuark sluice_error_quark(void);
 
-/* A static description of a code ("invalid argument"); "unknown error" for others. */
+/** A static description of a code ("invalid argument"); "unknown error" for others. */
 SLUICE_API const char *sluice_strerror(sluice_error_code code);
 
 G_END_DECLS

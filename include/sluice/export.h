@@ -1,4 +1,5 @@
-/* The export macro: only symbols marked SLUICE_API leave the shared library. */
+/** @file
+ * The export macro: only symbols marked SLUICE_API leave the shared library. */
 #ifndef SLUICE_EXPORT_H
 #define SLUICE_EXPORT_H
 

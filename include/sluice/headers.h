@@ -1,4 +1,5 @@
-/* HTTP rate-limit headers from a decision: Retry-After and the IETF RateLimit-* fields. */
+/** @file
+ * HTTP rate-limit headers from a decision: Retry-After and the IETF RateLimit-* fields. */
 #ifndef SLUICE_HEADERS_H
 #define SLUICE_HEADERS_H
 
@@ -8,24 +9,26 @@
 
 G_BEGIN_DECLS
 
-#define SLUICE_HEADERS_MAX       4  /* the most headers one decision gives                 */
-#define SLUICE_HEADER_VALUE_SIZE 16 /* the longest value ("999999999999999") and its NUL   */
-/* Seconds are capped here: RFC 9111 1.2.2 reads any larger delta-seconds as this one. */
+#define SLUICE_HEADERS_MAX       4  /**< the most headers one decision gives                 */
+#define SLUICE_HEADER_VALUE_SIZE 16 /**< the longest value ("999999999999999") and its NUL   */
+/** Seconds are capped here: RFC 9111 1.2.2 reads any larger delta-seconds as this one. */
 #define SLUICE_HEADER_SECONDS_MAX G_GINT64_CONSTANT(2147483648)
-/* Counts are capped here: the largest Structured Field Integer (RFC 8941 3.3.1). */
+/** Counts are capped here: the largest Structured Field Integer (RFC 8941 3.3.1). */
 #define SLUICE_HEADER_COUNT_MAX G_GINT64_CONSTANT(999999999999999)
 
+/** One HTTP response header. */
 typedef struct {
-    const char *name;                     /* a static string, e.g. "RateLimit-Limit" */
-    char value[SLUICE_HEADER_VALUE_SIZE]; /* a non-negative decimal integer           */
+    const char *name;                     /**< a static string, e.g. "RateLimit-Limit" */
+    char value[SLUICE_HEADER_VALUE_SIZE]; /**< a non-negative decimal integer           */
 } sluice_header;
 
+/** The headers of one decision, in fixed buffers. */
 typedef struct {
-    guint n; /* headers in `header`, 0 to SLUICE_HEADERS_MAX */
-    sluice_header header[SLUICE_HEADERS_MAX];
+    guint n;                                  /**< headers in `header`, 0 to SLUICE_HEADERS_MAX */
+    sluice_header header[SLUICE_HEADERS_MAX]; /**< the headers, in the order below */
 } sluice_headers;
 
-/* Fills *out with the response headers that tell a client about `decision`, in
+/** Fills *out with the response headers that tell a client about `decision`, in
  * this order, without allocating and without any HTTP library:
  *
  *   RateLimit-Limit      decision->limit (the capacity)

@@ -1,8 +1,9 @@
-/* The decorators: RATE_LIMITED guards, RATE_LIMITED_FUNCTION definitions. */
+/** @file
+ * The decorators: RATE_LIMITED guards, RATE_LIMITED_FUNCTION definitions. */
 #ifndef SLUICE_MACROS_H
 #define SLUICE_MACROS_H
 
-/* Keeps -Wpedantic quiet about __VA_OPT__ in the definitions below. */
+/** Keeps -Wpedantic quiet about __VA_OPT__ in the definitions below. */
 #pragma GCC system_header
 
 #include <glib.h>
@@ -65,9 +66,11 @@ G_BEGIN_DECLS
  * need GCC or Clang, C99 or later or C++ (docs/compilers.md).
  */
 
-#define RATE_LIMITED(name, fallback)          SLUICE__GUARD(name, NULL, fallback, __LINE__)
+#define RATE_LIMITED(name, fallback) SLUICE__GUARD(name, NULL, fallback, __LINE__)
+/** RATE_LIMITED for a caller's key: the limit applies to each key separately. */
 #define RATE_LIMITED_KEY(name, key, fallback) SLUICE__GUARD(name, key, fallback, __LINE__)
 
+/** Defines fn, limited by the rule of name (the definition form, see above). */
 #define RATE_LIMITED_FUNCTION(ret, fn, params, args, name, degrade, error)                         \
     SLUICE__DEFINE_HEAD(ret, fn, params, name)                                                     \
     ret fn params                                                                                  \
@@ -78,6 +81,7 @@ G_BEGIN_DECLS
     }                                                                                              \
     static ret SLUICE_BODY(fn) params
 
+/** RATE_LIMITED_FUNCTION for a function that returns nothing. */
 #define RATE_LIMITED_VOID_FUNCTION(fn, params, args, name, degrade, error)                         \
     SLUICE__DEFINE_HEAD(void, fn, params, name)                                                    \
     void fn params                                                                                 \
@@ -88,10 +92,10 @@ G_BEGIN_DECLS
     }                                                                                              \
     static void SLUICE_BODY(fn) params
 
-/* The undecorated body of a RATE_LIMITED_FUNCTION (static, same translation unit). */
+/** The undecorated body of a RATE_LIMITED_FUNCTION (static, same translation unit). */
 #define SLUICE_BODY(fn) fn##__sluice_body
 
-/* The decision of the last decorated call on this thread, as sluice_acquire would
+/** The decision of the last decorated call on this thread, as sluice_acquire would
  * have given it. In a degrade function or a guard's fallback it is the denial that
  * made it answer, and in a body the admission: enough for the Retry-After and
  * RateLimit-* headers (sluice_headers_from_decision) without asking the limiter
@@ -112,13 +116,13 @@ typedef struct {
 
 enum { SLUICE__DEGRADE = 0, SLUICE__RUN = 1, SLUICE__FAILED = -1 };
 
-/* Decides one call of a decorated function. With error NULL the on_error policy
+/** Decides one call of a decorated function. With error NULL the on_error policy
  * turns a failure into RUN or DEGRADE; otherwise FAILED sets *error and *verdict. */
 SLUICE_API int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *lease,
                              sluice_decision *verdict, GError **error);
-/* Gives back what the lease holds (concurrency permits); cleanup of SLUICE__LEASE. */
+/** Gives back what the lease holds (concurrency permits); cleanup of SLUICE__LEASE. */
 SLUICE_API void sluice__leave(sluice_lease *lease);
-/* Links a definition-form descriptor into the registry (constructor, no allocation). */
+/** Links a definition-form descriptor into the registry (constructor, no allocation). */
 SLUICE_API void sluice__register(sluice_descriptor *descriptor);
 
 #define SLUICE__DESCRIPTOR(name, function)                                                         \
@@ -139,7 +143,7 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
 #define SLUICE__STRIP(...)          __VA_ARGS__
 #define SLUICE__SECOND(...)         SLUICE__SECOND_I(__VA_ARGS__, ~)
 #define SLUICE__SECOND_I(a, b, ...) b
-/* 1 when the (pasted) error argument was the literal NULL, else 0. */
+/** 1 when the (pasted) error argument was the literal NULL, else 0. */
 #define SLUICE__IS_NULL_NULL    ~, 1
 #define SLUICE__IS_NULL(pasted) SLUICE__SECOND(pasted, 0)
 #define SLUICE__VOID_RETURN(expr)                                                                  \
@@ -148,7 +152,7 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
         return;                                                                                    \
     } while (0)
 
-/* The site record `sluice lint --program` reads from the built file, without
+/** The site record `sluice lint --program` reads from the built file, without
  * relocations: "sluice-site/1", the name as written (#name: a literal keeps its
  * quotes), __FILE__, the line and the function (definition form; "" in a guard),
  * each NUL-terminated, in the ELF section sluice_sites. None on other formats. */
@@ -162,7 +166,7 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
 #define SLUICE__STR(x)   SLUICE__STR_I(x)
 #define SLUICE__STR_I(x) #x
 #if defined(__has_attribute)
-#if __has_attribute(retain) /* keeps the record through --gc-sections */
+#if __has_attribute(retain) /**< keeps the record through --gc-sections */
 #define SLUICE__SITE_RETAIN , retain
 #endif
 #endif
@@ -193,13 +197,13 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
         sluice__register(&fn##__sluice_descriptor);                                                \
     }
 
-/* error == NULL: the policy picks body or degrade. */
+/** error == NULL: the policy picks body or degrade. */
 #define SLUICE__DISPATCH_1(RETURN, fn, args, degrade, error)                                       \
     if (sluice__enter(&fn##__sluice_descriptor, NULL, &sluice__lease, NULL, NULL) == SLUICE__RUN)  \
         RETURN(SLUICE_BODY(fn) args);                                                              \
     RETURN(degrade args);
 
-/* an error callback: it answers whenever the limiter fails. */
+/** an error callback: it answers whenever the limiter fails. */
 #define SLUICE__DISPATCH_0(RETURN, fn, args, degrade, error)                                       \
     g_autoptr(GError) sluice__error = NULL;                                                        \
     sluice_decision sluice__verdict;                                                               \

@@ -1,4 +1,5 @@
-/* sluice: rate-limit C functions in-process or across a cluster that shares Redis.
+/** @file
+ * sluice: rate-limit C functions in-process or across a cluster that shares Redis.
  * The one header applications include. */
 #ifndef SLUICE_SLUICE_H
 #define SLUICE_SLUICE_H
@@ -15,8 +16,10 @@
 #include <sluice/clock.h>
 #include <sluice/headers.h>
 
+/** The version of these headers. @{ */
 #define SLUICE_VERSION_MAJOR 0
 #define SLUICE_VERSION_MINOR 1
 #define SLUICE_VERSION_MICRO 0
+/** @} */
 
 #endif

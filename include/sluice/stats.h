@@ -1,4 +1,5 @@
-/* Stats: what each limit and each decorated function decided, and how fast. */
+/** @file
+ * Stats: what each limit and each decorated function decided, and how fast. */
 #ifndef SLUICE_STATS_H
 #define SLUICE_STATS_H
 
@@ -7,45 +8,46 @@
 
 G_BEGIN_DECLS
 
-/* Slots of the latency histogram: slot i counts decisions that took more than
+/** Slots of the latency histogram: slot i counts decisions that took more than
  * 2^(i-1) µs and at most 2^i µs (slot 0: at most 1 µs); the last slot counts the
  * ones that took longer than 2^(SLUICE_STATS_BUCKETS - 2) µs (about 8.4 s). */
 #define SLUICE_STATS_BUCKETS 25
 
-/* Counters only grow. A decision is counted once, in exactly one of allowed,
+/** Counters only grow. A decision is counted once, in exactly one of allowed,
  * denied, shadow_denied and errors; waited and degraded count some of them again.
  * The latency of a decision includes the time it waited. Decisions answered in
  * process (the memory backend, the denial cache) are timed one in eight (two clock
  * reads would double the cost of an allowed call); every decision that makes a
  * round trip to Redis is timed. */
 typedef struct {
-    guint64 allowed;        /* the permits passed                                     */
-    guint64 denied;         /* the permits were refused                               */
-    guint64 shadow_denied;  /* mode = shadow or a shadow band: would have been
+    guint64 allowed;        /**< the permits passed                                     */
+    guint64 denied;         /**< the permits were refused                               */
+    guint64 shadow_denied;  /**< mode = shadow or a shadow band: would have been
                              * refused, passed                                       */
-    guint64 errors;         /* the backend failed: on_error gave the verdict          */
-    guint64 waited;         /* the caller waited for its permits (rule `wait`)        */
-    guint64 degraded;       /* a decorated call ran its degrade function or fallback  */
-    guint64 cached_denied;  /* denials answered in process by the denial cache, with no
+    guint64 errors;         /**< the backend failed: on_error gave the verdict          */
+    guint64 waited;         /**< the caller waited for its permits (rule `wait`)        */
+    guint64 degraded;       /**< a decorated call ran its degrade function or fallback  */
+    guint64 cached_denied;  /**< denials answered in process by the denial cache, with no
                              * round trip (also counted in denied or shadow_denied)   */
-    guint64 prefetched;     /* allowed from permits this process had prefetched, with
+    guint64 prefetched;     /**< allowed from permits this process had prefetched, with
                              * no round trip (also counted in allowed)               */
-    guint64 latency_ns_sum; /* total time of the timed decisions */
-    guint64 latency[SLUICE_STATS_BUCKETS]; /* timed decisions by duration, above  */
+    guint64 latency_ns_sum; /**< total time of the timed decisions */
+    guint64 latency[SLUICE_STATS_BUCKETS]; /**< timed decisions by duration, above  */
 } sluice_stats;
 
+/** A decorated function's descriptor (struct sluice_descriptor, <sluice/descriptor.h>). */
 typedef struct sluice_descriptor sluice_descriptor;
 
-/* Every decision on the limit `name` since sluice_init (through sluice_acquire
+/** Every decision on the limit `name` since sluice_init (through sluice_acquire
  * and through decorated functions alike); zeros for a name that has not decided
  * yet. FALSE with *error for a bad name or before sluice_init. */
 SLUICE_API gboolean sluice_stats_get(const char *name, sluice_stats *out, GError **error);
 
-/* Every call of one decorated function (see sluice_descriptors_foreach) since
+/** Every call of one decorated function (see sluice_descriptors_foreach) since
  * the process started; kept across sluice_shutdown and sluice_init. */
 SLUICE_API void sluice_descriptor_stats(const sluice_descriptor *descriptor, sluice_stats *out);
 
-/* The stats of every limit and decorated function in the Prometheus text
+/** The stats of every limit and decorated function in the Prometheus text
  * exposition format (version 0.0.4): sluice_decisions_total{name,outcome},
  * sluice_waited_total{name}, sluice_degraded_total{name},
  * sluice_cached_denials_total{name}, sluice_prefetched_total{name}, the histogram
