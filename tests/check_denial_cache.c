@@ -282,10 +282,9 @@ START_TEST(a_denied_flood_costs_redis_a_few_commands_per_retry_period)
     /* each window admits its one call, and no more */
     ck_assert_int_le(flood_allowed, periods);
     ck_assert_int_ge(flood_allowed, 3);
-    /* a window's first denial, and the threads that asked before it came back: each
-     * thread at most twice a window (once as the window opens, once while the first
-     * denial is on its way back, on a slow build) */
-    ck_assert_msg(calls <= periods * (2 * FLOOD_THREADS + 2),
+    /* a window's first denial, and the threads that asked before it came back: a
+     * few per thread a window (ThreadSanitizer's build, slow, needs up to about 4) */
+    ck_assert_msg(calls <= periods * (4 * FLOOD_THREADS + 2),
                   "%" G_GINT64_FORMAT " script calls for %" G_GUINT64_FORMAT " decisions", calls,
                   s.allowed + s.denied);
     ck_assert_uint_gt(s.cached_denied, 100 * (guint64)calls);
