@@ -17,6 +17,11 @@
 #define SLOTS     256 /* per limit: bounded memory whatever the keys */
 #define STRIPES   8   /* writers' locks, shared by every cache: fork() holds them all */
 #define KEY_WORDS (SLUICE__DENIAL_CACHE_MAX_KEY / 8)
+/* A reader that finds its slot being written spins, then yields, then asks the
+ * backend: a miss for every write would send a flood's callers to Redis each time
+ * one of them stores the denial they all just got. */
+#define SPIN_TRIES 64
+#define WAIT_TRIES 96
 
 /* A key as the table holds it: its bytes in whole words, zero-padded, and its
  * length (NO_KEY: the limit's single shared state). */
@@ -116,10 +121,15 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
         return FALSE;
     slot *s = slot_of(cache, &k);
     gint64 asked = MAX(permits, 1), sent_us, said[5];
-    for (;;) {
+    for (guint tries = 0;; tries++) {
         guint before = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
-        if (before & 1)
-            return FALSE; /* being written: the backend decides this one */
+        if (before & 1) { /* being written: a few stores, unless its writer was preempted */
+            if (tries >= WAIT_TRIES)
+                return FALSE; /* the backend decides this one */
+            if (tries >= SPIN_TRIES)
+                g_thread_yield();
+            continue;
+        }
         if (!holds(s, &k) || LOAD(&s->backend) != backend || LOAD(&s->rule) != rule ||
             asked < LOAD(&s->permits) || now_us >= LOAD(&s->until_us))
             return FALSE;
@@ -162,6 +172,11 @@ void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backe
     slot *s = slot_of(cache, &k);
     GMutex *lock = stripe_of(cache, &k);
     g_mutex_lock(lock);
+    if (holds(s, &k) && LOAD(&s->backend) == backend && LOAD(&s->rule) == rule &&
+        LOAD(&s->permits) <= MAX(permits, 1) && LOAD(&s->until_us) >= sent_us + holds_us) {
+        g_mutex_unlock(lock); /* what it holds answers every call this denial would */
+        return;
+    }
     write_begin(s);
     STORE(&s->len, k.len);
     for (guint i = 0; i < KEY_WORDS; i++)
