@@ -1,5 +1,6 @@
 /* The calls of <sluice/admin.h>: sluice_reset, sluice_config_check and sluice_rule_get,
- * and peeks (what `sluice status` reads) consuming nothing, on both backends. */
+ * and peeks (what `sluice status` reads) consuming nothing, on both backends (Redis as
+ * one server, a Cluster or a Sentinel-managed master). */
 #include "fixture.h"
 
 #include <string.h>
@@ -27,15 +28,6 @@ static gint64 remaining(const char *name, const char *key)
     return d.remaining;
 }
 
-static long long redis_keys(void)
-{
-    redisReply *r = test_redis_command(fixture_redis(), "DBSIZE");
-    ck_assert_ptr_nonnull(r);
-    long long n = r->integer;
-    freeReplyObject(r);
-    return n;
-}
-
 /* ---- peeks ------------------------------------------------------------------------------ */
 
 START_TEST(peeks_consume_nothing_for_every_algorithm)
@@ -50,7 +42,7 @@ START_TEST(peeks_consume_nothing_for_every_algorithm)
         ck_assert_decision(d, TRUE, 3, 3, -1, 0);
     }
     if (fixture_on_redis())
-        ck_assert_int_eq(redis_keys(), 0);
+        ck_assert_int_eq(fixture_keys(), 0);
     else
         ck_assert_uint_eq(sluice_testing_memory_keys("r"), 0);
     /* a used key: peeks leave it as it was */
@@ -117,11 +109,11 @@ START_TEST(reset_deletes_the_limit_key_and_its_seq_key_in_redis)
                  "[limit:cc]\nalgorithm = concurrency\nlimit = 5\n");
     ck_assert_int_eq(sluice_acquire("log", "k", 2, NULL, NULL), SLUICE_ALLOWED);
     ck_assert_int_eq(sluice_acquire("cc", NULL, 2, NULL, NULL), SLUICE_ALLOWED);
-    ck_assert_int_eq(redis_keys(), 4); /* each a ZSET and its :seq counter */
+    ck_assert_int_eq(fixture_keys(), 4); /* each a ZSET and its :seq counter */
     ck_assert(sluice_reset("log", "k", NULL));
-    ck_assert_int_eq(redis_keys(), 2);
+    ck_assert_int_eq(fixture_keys(), 2);
     ck_assert(sluice_reset("cc", NULL, NULL));
-    ck_assert_int_eq(redis_keys(), 0);
+    ck_assert_int_eq(fixture_keys(), 0);
     sluice_shutdown();
 }
 END_TEST
@@ -132,7 +124,7 @@ START_TEST(keys_written_on_the_injected_clock_outlive_their_window_in_real_time)
     fixture_clock_start(5000000);
     fixture_init("[limit:short]\nalgorithm = fixed_window\nlimit = 2\nwindow = 20ms\n");
     ck_assert_int_eq(sluice_acquire("short", NULL, 2, NULL, NULL), SLUICE_ALLOWED);
-    redisReply *r = test_redis_command(fixture_redis(), "PTTL sluice:fw:{5:short:}");
+    redisReply *r = fixture_command("sluice:fw:{5:short:}", "PTTL sluice:fw:{5:short:}");
     ck_assert_int_ge(r->integer, 3599000);
     freeReplyObject(r);
     g_usleep(60000);

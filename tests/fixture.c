@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -128,6 +129,38 @@ void fixture_flush(void)
         ck_assert_ptr_nonnull(r);
         freeReplyObject(r);
     }
+}
+
+gint64 fixture_keys(void)
+{
+    gint64 keys = 0;
+    if (redis) {
+        redisReply *r = test_redis_command(redis, "DBSIZE");
+        ck_assert_msg(r && r->type == REDIS_REPLY_INTEGER, "DBSIZE: no answer");
+        keys = r->integer;
+        freeReplyObject(r);
+    }
+    for (int m = 0; cluster && m < cluster->masters; m++) {
+        gint64 n = test_cluster_keys(cluster, cluster->node[m]);
+        ck_assert_msg(n >= 0, "cluster master %d does not answer DBSIZE", m);
+        keys += n;
+    }
+    return keys;
+}
+
+redisReply *fixture_command(const char *key, const char *format, ...)
+{
+    test_redis *node = redis ? redis : cluster ? test_cluster_master_of_key(cluster, key) : NULL;
+    ck_assert_msg(node, "no server holds %s", key);
+    redisContext *ctx = test_redis_connect(node, cluster ? cluster->password : NULL);
+    ck_assert_msg(ctx && !ctx->err, "cannot connect to port %d", node->port);
+    va_list ap;
+    va_start(ap, format);
+    redisReply *r = redisvCommand(ctx, format, ap);
+    va_end(ap);
+    redisFree(ctx);
+    ck_assert_msg(r, "port %d did not answer", node->port);
+    return r;
 }
 
 /* Every server of the suite (its redis-server, or each master of its Cluster). */

@@ -39,6 +39,13 @@ gboolean fixture_on_tls(void);
  * master). */
 #include "redis_server.h"
 test_redis *fixture_redis(void);
+/* How many keys the suite's Redis holds: DBSIZE of its server, or the sum over the
+ * masters of its Cluster. Fails the test when one does not answer. */
+gint64 fixture_keys(void);
+/* Runs one command (printf-style) on the server that holds key: the suite's server,
+ * or on a Cluster the master of the key's slot. The reply (freeReplyObject it); fails
+ * the test when none answers. */
+redisReply *fixture_command(const char *key, const char *format, ...) G_GNUC_PRINTF(2, 3);
 /* TRUE when SLUICE_TEST_BACKEND=cluster: fixture_run starts a Redis Cluster of 3
  * masters, keyfiles point at it (fixture_on_redis is TRUE too), and after the suite
  * it checks that decisions on a few dozen keys leave keys on every master. */

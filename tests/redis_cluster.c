@@ -120,6 +120,19 @@ test_redis *test_cluster_master_of(const test_cluster *c, guint slot)
     return slot < SLOTS ? agreed[slot] : NULL;
 }
 
+test_redis *test_cluster_master_of_key(const test_cluster *c, const char *key)
+{
+    for (int i = 0; i < c->n_nodes; i++) {
+        redisReply *r = test_cluster_command(c, c->node[i], "CLUSTER KEYSLOT %s", key);
+        long long slot = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        if (r)
+            freeReplyObject(r);
+        if (slot >= 0)
+            return test_cluster_master_of(c, (guint)slot);
+    }
+    return NULL;
+}
+
 gboolean test_cluster_is_master(const test_cluster *c, const test_redis *node)
 {
     redisReply *r = test_cluster_command(c, node, "ROLE");

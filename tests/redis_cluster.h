@@ -49,6 +49,8 @@ redisReply *test_cluster_command(const test_cluster *c, const test_redis *node, 
 /* The node that serves slot now as every live node sees it (CLUSTER SLOTS), or NULL
  * when they disagree or none serves it. */
 test_redis *test_cluster_master_of(const test_cluster *c, guint slot);
+/* The same for the slot of key (CLUSTER KEYSLOT, asked of the first live node). */
+test_redis *test_cluster_master_of_key(const test_cluster *c, const char *key);
 /* Waits up to timeout_us for every live node to say cluster_state:ok and agree on
  * a live master for every slot; TRUE when they did. */
 gboolean test_cluster_wait_ok(const test_cluster *c, gint64 timeout_us);

@@ -489,7 +489,7 @@ redisReply *test_redis_command(const test_redis *redis, const char *format, ...)
     return r;
 }
 
-gint64 test_redis_script_calls(const test_redis *redis)
+gint64 test_redis_command_calls(const test_redis *redis, const char *command)
 {
     redisReply *r = test_redis_command(redis, "INFO commandstats");
     if (!r || r->type != REDIS_REPLY_STRING) {
@@ -497,12 +497,16 @@ gint64 test_redis_script_calls(const test_redis *redis)
             freeReplyObject(r);
         return -1;
     }
-    gint64 calls = 0;
-    static const char *const scripts[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-    for (guint i = 0; i < G_N_ELEMENTS(scripts); i++) {
-        const char *at = strstr(r->str, scripts[i]);
-        calls += at ? g_ascii_strtoll(at + strlen(scripts[i]), NULL, 10) : 0;
-    }
+    g_autofree char *field = g_strdup_printf("\ncmdstat_%s:calls=", command);
+    const char *at = strstr(r->str, field);
+    gint64 calls = at ? g_ascii_strtoll(at + strlen(field), NULL, 10) : 0;
     freeReplyObject(r);
     return calls;
+}
+
+gint64 test_redis_script_calls(const test_redis *redis)
+{
+    gint64 evalsha = test_redis_command_calls(redis, "evalsha");
+    gint64 eval = evalsha < 0 ? -1 : test_redis_command_calls(redis, "eval");
+    return evalsha < 0 || eval < 0 ? -1 : evalsha + eval;
 }

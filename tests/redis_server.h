@@ -91,6 +91,9 @@ redisContext *test_redis_connect(const test_redis *redis, const char *password);
 /* Runs one command (printf-style, as redisCommand) on a new connection, authenticated as
  * test_redis_connect(redis, NULL) is, and returns the reply. */
 redisReply *test_redis_command(const test_redis *redis, const char *format, ...);
+/* How many times the server has run `command` (lower case, e.g. "del") since it started or
+ * since the last CONFIG RESETSTAT, from INFO commandstats; -1 when it does not answer. */
+gint64 test_redis_command_calls(const test_redis *redis, const char *command);
 /* The script calls (EVALSHA and EVAL) the server has run since it started or since
  * the last CONFIG RESETSTAT, from INFO commandstats; -1 when it does not answer. */
 gint64 test_redis_script_calls(const test_redis *redis);
