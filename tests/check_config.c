@@ -286,11 +286,6 @@ static const keyfile_case cases[] = {
             "sentinel_password_file = /nonexistent/s.pass\n",
             "[sluice] sentinel_password_file = /nonexistent/s.pass: cannot read "
             "/nonexistent/s.pass: No such file or directory"),
-    /* until the backend reaches them */
-    REFUSED("tls_cluster_url_is_refused_by_the_backend_until_it_is_supported",
-            "[sluice]\nbackend = redis\nredis = rediss+cluster://127.0.0.1:6380\n",
-            "[sluice] redis: rediss+cluster:// is not supported yet; expected redis://, "
-            "rediss://, unix://, redis+cluster:// or redis+sentinel://"),
     REFUSED(
         "tls_keys_with_a_plaintext_url_are_refused",
         "[sluice]\nbackend = redis\nredis = redis://127.0.0.1:6380\ntls_server_name = r.example\n",

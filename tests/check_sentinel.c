@@ -21,7 +21,7 @@
  * says it is the master, within a few seconds. */
 START_TEST(the_fixture_fails_over_when_the_master_dies)
 {
-    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0};
+    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
     test_sentinel *s = test_sentinel_start(&options);
     ck_assert_ptr_eq(test_sentinel_master(s, 5 * G_USEC_PER_SEC), s->node[0]);
     redisContext *sub = test_sentinel_subscribe(s, 0);
@@ -46,7 +46,7 @@ static test_redis *rogue;     /* a Sentinel that watches the replica as the mast
 
 static void start_shared(void)
 {
-    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0};
+    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
     shared = test_sentinel_start(&options);
     g_autofree char *config = g_strdup_printf("sentinel monitor %s 127.0.0.1 %d 1\n"
                                               "sentinel auth-pass %s %s\nrequirepass %s\n",
@@ -72,7 +72,7 @@ static sluice__redis_sentinel *resolver(test_redis *const *sentinels, guint n,
         ports[i] = sentinels[i]->port;
     }
     return sluice__redis_sentinel_new(hosts, ports, n, name ? name : TEST_SENTINEL_MASTER,
-                                      sentinel_password, NULL, PASSWORD);
+                                      sentinel_password, NULL, PASSWORD, NULL, NULL);
 }
 
 /* What resolve says: the port it found, or 0 and *message. */
@@ -289,7 +289,7 @@ static guint most_admitted_in_a_window(GArray *calls)
  * and the old master, started again, is never sent a script. */
 START_TEST(decisions_resume_on_the_new_master_within_a_second_of_the_switch)
 {
-    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0};
+    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
     test_sentinel *s = test_sentinel_start(&options);
     g_autofree char *contents = keyfile_for(
         s, SENTINEL_PASSWORD,
@@ -391,7 +391,7 @@ static long long scripts_run(const test_sentinel *s, const test_redis *node)
  * from then on. */
 START_TEST(after_a_manual_failover_the_old_master_runs_no_script)
 {
-    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0};
+    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
     test_sentinel *s = test_sentinel_start(&options);
     g_autofree char *contents = keyfile_for(
         s, SENTINEL_PASSWORD,
@@ -531,7 +531,7 @@ START_TEST(a_forked_child_follows_the_failover_with_a_thread_of_its_own)
 {
     if (!CHILD_THREADS)
         return;
-    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0};
+    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
     test_sentinel *s = test_sentinel_start(&options);
     g_autofree char *contents =
         keyfile_for(s, SENTINEL_PASSWORD,

@@ -322,6 +322,75 @@ START_TEST(a_server_stopped_during_the_handshake_costs_a_call_its_timeout)
 }
 END_TEST
 
+/* ---- a Cluster and Sentinel over TLS -------------------------------------------------- */
+
+/* sluice_init on url with more [sluice] lines: 32 keys decided, spread over the
+ * nodes (sluice_shutdown is the caller's). */
+static void assert_keys_decided(const char *url, const char *more)
+{
+    g_autofree char *path = keyfile(url, more);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "sluice_init: %s", error ? error->message : "");
+    for (int i = 0; i < 32; i++) {
+        g_autofree char *key = g_strdup_printf("user-%d", i);
+        ck_assert_msg(sluice_acquire("t", key, 1, NULL, &error) == SLUICE_ALLOWED, "%s",
+                      error ? error->message : "denied");
+    }
+}
+
+START_TEST(every_node_of_a_tls_cluster_is_verified)
+{
+    const test_cluster_options options = {.tls = TRUE};
+    test_cluster *c = test_cluster_start(&options);
+    g_autofree char *url = test_cluster_url(c); /* rediss+cluster://, two seeds */
+    g_autofree char *trust = trusting(NULL);
+    assert_keys_decided(url, trust);
+    /* each master was reached on its TLS port (the one CLUSTER SLOTS gives a TLS
+     * client), none on its plaintext port but for this question itself */
+    for (int m = 0; m < c->masters; m++) {
+        ck_assert_int_gt(test_cluster_keys(c, c->node[m]), 0);
+        redisReply *r = test_cluster_command(c, c->node[m], "INFO stats");
+        ck_assert_ptr_nonnull(r);
+        freeReplyObject(r);
+    }
+    /* tls_server_name is checked against every node's certificate (it holds localhost) */
+    g_autofree char *named = trusting("tls_server_name = localhost\n");
+    assert_keys_decided(url, named);
+    g_autofree char *misnamed = trusting("tls_server_name = redis.example\n");
+    g_autofree char *path = keyfile(url, misnamed);
+    assert_init_fails(path, SLUICE_ERROR_TLS, "TLS: certificate does not match redis.example");
+    /* another CA: the seeds refuse init, as one server does */
+    g_autofree char *other = test_tls_file("other-ca.pem");
+    g_autofree char *distrust = g_strdup_printf("tls_ca_file = %s\n", other);
+    g_autofree char *path2 = keyfile(url, distrust);
+    assert_init_fails(path2, SLUICE_ERROR_TLS, "TLS: certificate not signed by a trusted CA");
+    test_cluster_stop(c);
+}
+END_TEST
+
+START_TEST(the_sentinels_and_the_master_they_name_are_verified)
+{
+    const test_sentinel_options options = {.tls = TRUE, .down_after_ms = 10000};
+    test_sentinel *s = test_sentinel_start(&options);
+    g_autofree char *url = test_sentinel_url(s); /* rediss+sentinel:// */
+    g_autofree char *trust = trusting(NULL);
+    assert_keys_decided(url, trust);
+    /* the master on its TLS port: sluice's link and the Sentinels' (the only one
+     * on the plaintext port is this question) */
+    ck_assert_int_gt(clients_on(s->node[0], s->node[0]->ports[1]), 0);
+    ck_assert_int_eq(clients_on(s->node[0], s->node[0]->port), 1);
+    sluice_shutdown();
+    g_autofree char *other = test_tls_file("other-ca.pem");
+    g_autofree char *distrust = g_strdup_printf("tls_ca_file = %s\n", other);
+    g_autofree char *path = keyfile(url, distrust);
+    assert_init_fails(path, SLUICE_ERROR_TLS, "TLS: certificate not signed by a trusted CA");
+    g_autofree char *misnamed = trusting("tls_server_name = redis.example\n");
+    g_autofree char *path2 = keyfile(url, misnamed);
+    assert_init_fails(path2, SLUICE_ERROR_TLS, "TLS: certificate does not match redis.example");
+    test_sentinel_stop(s);
+}
+END_TEST
+
 /* ---- start-up checks that are not TLS's ------------------------------------------------ */
 
 START_TEST(a_database_the_server_has_not_fails_init)
@@ -407,6 +476,8 @@ int main(void)
     tcase_add_test(tc, rediss_against_a_plaintext_port_fails_init_within_timeout);
     tcase_add_test(tc, a_plaintext_url_against_a_tls_port_fails_clearly_within_timeout);
     tcase_add_test(tc, a_server_stopped_during_the_handshake_costs_a_call_its_timeout);
+    tcase_add_test(tc, every_node_of_a_tls_cluster_is_verified);
+    tcase_add_test(tc, the_sentinels_and_the_master_they_name_are_verified);
     tcase_add_test(tc, a_database_the_server_has_not_fails_init);
     tcase_add_test(tc, a_resolver_that_does_not_answer_costs_a_call_its_timeout);
     tcase_add_test(tc, a_reload_that_changes_a_tls_file_makes_new_connections);

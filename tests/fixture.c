@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,14 +58,23 @@ static test_redis *redis;
 static test_cluster *cluster;
 static test_sentinel *sentinel;
 
+/* SLUICE_TEST_BACKEND is topology, or topology_tls. */
+static gboolean backend_is(const char *topology)
+{
+    const char *backend = g_getenv("SLUICE_TEST_BACKEND");
+    gsize n = strlen(topology);
+    return backend && strncmp(backend, topology, n) == 0 &&
+           (backend[n] == '\0' || strcmp(backend + n, "_tls") == 0);
+}
+
 gboolean fixture_on_cluster(void)
 {
-    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "cluster") == 0;
+    return backend_is("cluster");
 }
 
 gboolean fixture_on_sentinel(void)
 {
-    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "sentinel") == 0;
+    return backend_is("sentinel");
 }
 
 gboolean fixture_on_redis(void)
@@ -75,7 +85,8 @@ gboolean fixture_on_redis(void)
 
 gboolean fixture_on_tls(void)
 {
-    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "tls") == 0;
+    const char *backend = g_getenv("SLUICE_TEST_BACKEND");
+    return backend && g_str_has_suffix(backend, "tls");
 }
 
 test_cluster *fixture_cluster(void)
@@ -103,13 +114,14 @@ char *fixture_contents(const char *contents)
      * The denial cache is off: these suites pin down the backend's own answers
      * field by field, and a cached denial reports `remaining` as the backend said
      * it (docs/algorithms.md); check_denial_cache turns it on. Under TLS the
-     * server is reached with rediss:// on its TLS port, trusting the test CA. */
-    gboolean tls = redis && fixture_on_tls();
+     * servers are reached with rediss:// (+cluster, +sentinel) on their TLS
+     * ports, trusting the test CA. */
+    gboolean tls = fixture_on_tls();
     g_autofree char *ca = tls ? test_tls_file("ca.pem") : NULL;
-    g_autofree char *url = tls        ? test_tls_url(redis)
-                           : sentinel ? test_sentinel_url(sentinel)
-                           : redis    ? test_redis_url(redis)
-                                      : test_cluster_url(cluster);
+    g_autofree char *url = sentinel  ? test_sentinel_url(sentinel)
+                           : cluster ? test_cluster_url(cluster)
+                           : tls     ? test_tls_url(redis)
+                                     : test_redis_url(redis);
     g_autofree char *trust = ca ? g_strdup_printf("tls_ca_file = %s\n", ca) : g_strdup("");
     return g_strdup_printf(
         "[sluice]\nbackend = redis\nredis = %s\n%stimeout = 2s\ndenial_cache = false\n%s", url,
@@ -427,12 +439,13 @@ static gboolean keys_spread_over_every_master(void)
 int fixture_run(Suite *suite)
 {
     SRunner *runner = srunner_create(suite);
-    if (fixture_on_cluster()) {
-        cluster = test_cluster_start(NULL); /* 3 masters; the forked tests inherit it */
+    if (fixture_on_cluster()) { /* 3 masters; the forked tests inherit it */
+        const test_cluster_options options = {.tls = fixture_on_tls()};
+        cluster = test_cluster_start(&options);
     } else if (fixture_on_sentinel()) {
         /* the master stays the master: a test that pauses it for a while (a hung
          * server) does not make the Sentinels fail over */
-        const test_sentinel_options slow = {NULL, NULL, 10000};
+        const test_sentinel_options slow = {NULL, NULL, 10000, fixture_on_tls()};
         sentinel = test_sentinel_start(&slow);
         redis = sentinel->node[0];
     } else if (fixture_on_tls()) { /* the certificates and the server, for the forked tests */

@@ -32,8 +32,10 @@ void fixture_resume(void);
 /* TRUE when SLUICE_TEST_BACKEND=redis: fixture_run starts a redis-server (or
  * =cluster, =sentinel, =tls, below). */
 gboolean fixture_on_redis(void);
-/* TRUE when SLUICE_TEST_BACKEND=tls: the server speaks TLS too (tests/tls_certs.h),
- * and the keyfile of fixture_contents reaches it with rediss:// and tls_ca_file. */
+/* TRUE when SLUICE_TEST_BACKEND=tls, cluster_tls or sentinel_tls: the servers
+ * (and Sentinels) speak TLS too (tests/tls_certs.h), and the keyfile of
+ * fixture_contents reaches them with rediss:// (rediss+cluster://,
+ * rediss+sentinel://) and tls_ca_file. */
 gboolean fixture_on_tls(void);
 /* The suite's redis-server (NULL on memory and on a Cluster; with Sentinel, the
  * master). */

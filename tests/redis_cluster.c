@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tls_certs.h"
+
 #define SLOTS 16384
 
 /* Ends the process with a message, as redis_server.c does: a suite that needs a
@@ -71,7 +73,7 @@ static gboolean says(const test_cluster *c, const test_redis *node, const char *
 static test_redis *node_at(const test_cluster *c, long long port)
 {
     for (int i = 0; i < c->n_nodes; i++)
-        if (c->node[i]->port == port)
+        if (c->node[i]->port == port || (c->tls && c->node[i]->ports[2] == port))
             return c->node[i];
     return NULL;
 }
@@ -209,7 +211,8 @@ static char *node_id(const test_cluster *c, const test_redis *node)
     return id;
 }
 
-/* A cluster-enabled node whose bus port (ports[1]) the starter picks with its own. */
+/* A cluster-enabled node whose bus port (ports[1]) the starter picks with its own
+ * (and its TLS port, ports[2], with tls). */
 static test_redis *start_node(const test_cluster_options *o)
 {
     g_autofree char *timeout = g_strdup_printf("%d", o->node_timeout_ms);
@@ -219,7 +222,19 @@ static test_redis *start_node(const test_cluster_options *o)
                           /* a replica may take over however long it was cut off */
                           "--cluster-replica-validity-factor", "0",
                           o->password ? "--masterauth" : NULL, o->password, NULL};
-    test_redis_options options = {.args = args, .password = o->password, .more_ports = 1};
+    g_autoptr(GPtrArray) all = g_ptr_array_new();
+    for (int i = 0; args[i]; i++)
+        g_ptr_array_add(all, (gpointer)args[i]);
+    g_auto(GStrv) tls = o->tls ? test_tls_server_args("server", "optional", "{port2}") : NULL;
+    static const char *const tls_only[] = {"--tls-cluster", "yes", "--tls-replication", "yes"};
+    for (int i = 0; tls && tls[i]; i++)
+        g_ptr_array_add(all, tls[i]);
+    for (guint i = 0; tls && i < G_N_ELEMENTS(tls_only); i++)
+        g_ptr_array_add(all, (gpointer)tls_only[i]);
+    g_ptr_array_add(all, NULL);
+    test_redis_options options = {.args = (const char *const *)all->pdata,
+                                  .password = o->password,
+                                  .more_ports = o->tls ? 2 : 1};
     return test_redis_start_with(&options);
 }
 
@@ -234,6 +249,7 @@ test_cluster *test_cluster_start(const test_cluster_options *options)
     c->n_nodes = o.masters * (1 + o.replicas);
     c->node = g_new0(test_redis *, c->n_nodes);
     c->password = g_strdup(o.password);
+    c->tls = o.tls;
 
     for (int i = 0; i < c->n_nodes; i++) {
         c->node[i] = start_node(&o);
@@ -273,6 +289,11 @@ void test_cluster_stop(test_cluster *c)
 
 char *test_cluster_url(const test_cluster *c)
 {
+    if (c->tls && c->n_nodes == 1)
+        return g_strdup_printf("rediss+cluster://127.0.0.1:%d", c->node[0]->ports[2]);
+    if (c->tls)
+        return g_strdup_printf("rediss+cluster://127.0.0.1:%d,127.0.0.1:%d", c->node[0]->ports[2],
+                               c->node[1]->ports[2]);
     if (c->n_nodes == 1)
         return g_strdup_printf("redis+cluster://127.0.0.1:%d", c->node[0]->port);
     return g_strdup_printf("redis+cluster://127.0.0.1:%d,127.0.0.1:%d", c->node[0]->port,

@@ -16,6 +16,9 @@ typedef struct {
     gboolean partial;     /* cluster-require-full-coverage no: the slots of a dead
                            * master fail, the others go on                        */
     const char *password; /* requirepass and masterauth of every node, or NULL    */
+    gboolean tls;         /* every node speaks TLS too (tests/tls_certs.h) on
+                           * ports[2], and the bus and replication are TLS only:
+                           * tls-cluster, tls-replication */
 } test_cluster_options;
 
 typedef struct {
@@ -25,6 +28,8 @@ typedef struct {
     test_redis **node;
     int n_nodes;
     char *password;
+    gboolean tls; /* the nodes' TLS ports are ports[2]; port stays plaintext for the
+                   * tests' own commands (hiredis 0.14 has no TLS) */
 } test_cluster;
 
 /* Starts the nodes (cluster-enabled, each with its own directory for nodes.conf and
@@ -38,7 +43,7 @@ test_cluster *test_cluster_start(const test_cluster_options *options);
 void test_cluster_stop(test_cluster *c);
 
 /* redis+cluster://127.0.0.1:PORT of node[0] and of node[1] (g_free it): the rest
- * is discovered. */
+ * is discovered. With tls, rediss+cluster:// and their TLS ports. */
 char *test_cluster_url(const test_cluster *c);
 
 /* Runs one command (printf-style) on node, authenticated; the reply

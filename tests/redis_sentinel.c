@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tls_certs.h"
+
 /* Ends the process with a message, as redis_server.c does: a suite that needs
  * Sentinel fails without it. */
 #define need(cond, ...)                                                                            \
@@ -98,11 +100,39 @@ static gboolean sentinel_ready(const test_sentinel *s, int i)
     return ready;
 }
 
+/* Where node (or a Sentinel) is reached by the others: its TLS port under TLS. */
+static int served_port(const test_sentinel *s, const test_redis *server)
+{
+    return s->tls ? server->ports[1] : server->port;
+}
+
+/* A server of the setup: redis-server (config NULL) or redis-sentinel, with args
+ * (NULL-ended) and under TLS the arguments that make it speak TLS on ports[1]. */
+static test_redis *start_server(const test_sentinel *s, const char *config, const char *const *args)
+{
+    g_autoptr(GPtrArray) all = g_ptr_array_new();
+    for (int i = 0; args && args[i]; i++)
+        g_ptr_array_add(all, (gpointer)args[i]);
+    g_auto(GStrv) tls = s->tls ? test_tls_server_args("server", "optional", "{port1}") : NULL;
+    for (int i = 0; tls && tls[i]; i++)
+        g_ptr_array_add(all, tls[i]);
+    if (tls) {
+        g_ptr_array_add(all, "--tls-replication");
+        g_ptr_array_add(all, "yes");
+    }
+    g_ptr_array_add(all, NULL);
+    test_redis_options options = {.program = config ? "redis-sentinel" : NULL,
+                                  .config = config,
+                                  .args = (const char *const *)all->pdata,
+                                  .more_ports = s->tls ? 1 : 0};
+    return test_redis_start_with(&options);
+}
+
 static char *sentinel_config(const test_sentinel *s, int down_after_ms)
 {
     GString *c = g_string_new(NULL);
     g_string_append_printf(c, "sentinel monitor %s 127.0.0.1 %d 2\n", TEST_SENTINEL_MASTER,
-                           s->node[0]->port);
+                           served_port(s, s->node[0]));
     /* failover-timeout also spaces a second attempt after a failed one */
     g_string_append_printf(c, "sentinel down-after-milliseconds %s %d\n", TEST_SENTINEL_MASTER,
                            down_after_ms);
@@ -122,6 +152,7 @@ test_sentinel *test_sentinel_start(const test_sentinel_options *options)
     test_sentinel *s = g_new0(test_sentinel, 1);
     s->password = g_strdup(options->password);
     s->sentinel_password = g_strdup(options->sentinel_password);
+    s->tls = options->tls;
 
     /* either node may be the master: both sync their replica at once (the default
      * waits 5 s for more replicas), both have the password */
@@ -134,8 +165,8 @@ test_sentinel *test_sentinel_start(const test_sentinel_options *options)
                             NULL};
     if (!s->password)
         master[2] = NULL;
-    s->node[0] = test_redis_start(master);
-    g_autofree char *master_port = g_strdup_printf("%d", s->node[0]->port);
+    s->node[0] = start_server(s, NULL, master);
+    g_autofree char *master_port = g_strdup_printf("%d", served_port(s, s->node[0]));
     const char *replica[] = {"--replicaof", "127.0.0.1",
                              master_port,   "--repl-diskless-sync-delay",
                              "0",           "--requirepass",
@@ -143,7 +174,7 @@ test_sentinel *test_sentinel_start(const test_sentinel_options *options)
                              s->password,   NULL};
     if (!s->password)
         replica[5] = NULL;
-    s->node[1] = test_redis_start(replica);
+    s->node[1] = start_server(s, NULL, replica);
     /* Sentinels learn of replicas from the master's INFO, asked every 10 s: the
      * replica is attached before they ask the first time */
     need(wait_for(s, replica_in_sync, 0, 10 * G_USEC_PER_SEC),
@@ -153,7 +184,7 @@ test_sentinel *test_sentinel_start(const test_sentinel_options *options)
     g_autofree char *config =
         sentinel_config(s, options->down_after_ms > 0 ? options->down_after_ms : 400);
     for (int i = 0; i < 3; i++)
-        s->sentinel[i] = test_redis_start_program("redis-sentinel", config, NULL);
+        s->sentinel[i] = start_server(s, config, NULL);
     /* the Sentinels find each other through hello messages, every 2 s */
     for (int i = 0; i < 3; i++)
         need(wait_for(s, sentinel_ready, i, 15 * G_USEC_PER_SEC),
@@ -177,15 +208,16 @@ void test_sentinel_stop(test_sentinel *s)
 
 char *test_sentinel_url(const test_sentinel *s)
 {
-    return g_strdup_printf("redis+sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/%s",
-                           s->sentinel[0]->port, s->sentinel[1]->port, s->sentinel[2]->port,
-                           TEST_SENTINEL_MASTER);
+    return g_strdup_printf("%s://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/%s",
+                           s->tls ? "rediss+sentinel" : "redis+sentinel",
+                           served_port(s, s->sentinel[0]), served_port(s, s->sentinel[1]),
+                           served_port(s, s->sentinel[2]), TEST_SENTINEL_MASTER);
 }
 
 static test_redis *node_at(const test_sentinel *s, int port)
 {
     for (int n = 0; n < 2; n++)
-        if (s->node[n]->port == port)
+        if (served_port(s, s->node[n]) == port)
             return s->node[n];
     return NULL;
 }

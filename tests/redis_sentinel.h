@@ -13,6 +13,8 @@ typedef struct {
     const char *password;          /* the data nodes' (requirepass, masterauth), or NULL */
     const char *sentinel_password; /* the Sentinels' own (requirepass), or NULL */
     int down_after_ms;             /* how long the master must not answer: 0 for 400 ms */
+    gboolean tls; /* every server and Sentinel speaks TLS too (tests/tls_certs.h) on
+                   * ports[1]; replication and the Sentinels' own links are TLS only */
 } test_sentinel_options;
 
 typedef struct {
@@ -20,6 +22,8 @@ typedef struct {
     test_redis *sentinel[3]; /* quorum 2 */
     char *password;
     char *sentinel_password;
+    gboolean tls; /* the TLS ports are ports[1]: the Sentinels name those; port stays
+                   * plaintext for the tests' own commands (hiredis 0.14 has no TLS) */
 } test_sentinel;
 
 /* Starts the master, its replica (in sync) and three Sentinels on free loopback
@@ -30,7 +34,8 @@ test_sentinel *test_sentinel_start(const test_sentinel_options *options);
 /* Stops the five processes (those still running) and removes their directories. */
 void test_sentinel_stop(test_sentinel *s);
 
-/* redis+sentinel://127.0.0.1:A,127.0.0.1:B,127.0.0.1:C/sluice (g_free it). */
+/* redis+sentinel://127.0.0.1:A,127.0.0.1:B,127.0.0.1:C/sluice (g_free it); with tls,
+ * rediss+sentinel:// and the Sentinels' TLS ports. */
 char *test_sentinel_url(const test_sentinel *s);
 
 /* The node Sentinel i names as the master (get-master-addr-by-name), or NULL when it

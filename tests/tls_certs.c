@@ -43,15 +43,17 @@ char *test_tls_file(const char *name)
     return g_build_filename(dir, name, NULL);
 }
 
-test_redis *test_tls_start(const char *name, const char *auth_clients)
+char **test_tls_server_args(const char *name, const char *auth_clients, const char *port)
 {
     g_autofree char *pem = g_strconcat(name, ".pem", NULL);
     g_autofree char *key = g_strconcat(name, ".key", NULL);
     g_autofree char *cert_file = test_tls_file(pem);
     g_autofree char *key_file = test_tls_file(key);
     g_autofree char *ca_file = test_tls_file("ca.pem");
+    g_autofree char *client_file = test_tls_file("client.pem");
+    g_autofree char *client_key = test_tls_file("client.key");
     const char *args[] = {"--tls-port",
-                          "{port1}",
+                          port,
                           "--tls-cert-file",
                           cert_file,
                           "--tls-key-file",
@@ -60,8 +62,18 @@ test_redis *test_tls_start(const char *name, const char *auth_clients)
                           ca_file,
                           "--tls-auth-clients",
                           auth_clients,
+                          "--tls-client-cert-file",
+                          client_file,
+                          "--tls-client-key-file",
+                          client_key,
                           NULL};
-    test_redis_options options = {.args = args, .more_ports = 1};
+    return g_strdupv((char **)args);
+}
+
+test_redis *test_tls_start(const char *name, const char *auth_clients)
+{
+    g_auto(GStrv) args = test_tls_server_args(name, auth_clients, "{port1}");
+    test_redis_options options = {.args = (const char *const *)args, .more_ports = 1};
     return test_redis_start_with(&options);
 }
 

@@ -12,6 +12,13 @@
  * it exits; call it before forking, so that forked tests share one). g_free it. */
 char *test_tls_file(const char *name);
 
+/* The redis-server (or redis-sentinel) arguments that make it speak TLS on port
+ * (a "{port1}" of tests/redis_server.h) with the certificate NAME.pem, trusting
+ * ca.pem, asking clients for a certificate as auth_clients says (no, optional,
+ * yes), and showing client.pem when it connects to another server itself (a
+ * Cluster's bus, a replica, a Sentinel). NULL-ended; g_strfreev it. */
+char **test_tls_server_args(const char *name, const char *auth_clients, const char *port);
+
 /* A redis-server listening on 127.0.0.1 in plaintext (port: the tests' own
  * commands) and TLS (test_tls_port) with the certificate NAME.pem ("server",
  * "other-server", "wrong-name", "expired"), trusting ca.pem for client

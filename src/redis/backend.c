@@ -450,15 +450,6 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         g_free(b);
         return NULL;
     }
-    if (b->url.tls && b->url.topology != SLUICE__REDIS_SINGLE) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG,
-                    "%s: [sluice] redis: %s:// is not supported yet; expected redis://, "
-                    "rediss://, unix://, redis+cluster:// or redis+sentinel://",
-                    config->path ? config->path : "defaults", sluice__redis_url_scheme(&b->url));
-        sluice__redis_url_clear(&b->url);
-        g_free(b);
-        return NULL;
-    }
     GError *unusable = NULL; /* a tls_* file */
     if (b->url.tls && !(b->tls = sluice__tls_context_new(&config->tls, &unusable))) {
         g_set_error(error, SLUICE_ERROR_DOMAIN, unusable->code, "%s: [sluice] %s",
@@ -475,12 +466,15 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
     for (int i = 0; i < ALGORITHMS; i++)
         b->sha[i] = g_compute_checksum_for_string(G_CHECKSUM_SHA1, sluice__lua_scripts[i], -1);
     if (b->url.topology == SLUICE__REDIS_CLUSTER) {
-        b->cluster = sluice__redis_cluster_new(&b->url, config->redis_password);
-        /* read the map now: bad credentials stop init, absent nodes do not */
+        b->cluster = sluice__redis_cluster_new(&b->url, config->redis_password, b->tls,
+                                               config->tls.server_name);
+        /* read the map now: bad credentials or a certificate TLS refuses stop init,
+         * absent nodes do not */
         GError *failure = NULL;
         if (!sluice__redis_cluster_start(b->cluster, g_get_monotonic_time() + b->timeout_us,
                                          &failure)) {
-            if (g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH)) {
+            if (g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH) ||
+                g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_TLS)) {
                 g_propagate_error(error, failure);
                 redis_free(&b->base);
                 return NULL;
@@ -491,9 +485,11 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         return &b->base;
     }
     if (b->url.topology == SLUICE__REDIS_SENTINEL) {
-        /* found now, then followed: bad credentials stop init, no master found does not */
-        b->master = sluice__redis_master_new(&b->url, config->redis_password,
-                                             config->sentinel_password, b->timeout_us, error);
+        /* found now, then followed: bad credentials or a certificate TLS refuses stop
+         * init, no master found does not */
+        b->master =
+            sluice__redis_master_new(&b->url, config->redis_password, config->sentinel_password,
+                                     b->tls, config->tls.server_name, b->timeout_us, error);
         if (!b->master) {
             redis_free(&b->base);
             return NULL;

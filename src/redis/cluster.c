@@ -16,6 +16,7 @@
 
 #include "redis/conn.h"
 #include "redis/link.h"
+#include "redis/tls.h"
 
 #define MAX_NODES        256  /* masters, past and present, of one Cluster */
 #define REFRESH_LEAST_US 1000 /* a call with less time left does not refresh */
@@ -31,6 +32,8 @@ struct sluice__redis_cluster {
     GThread *refresher;                   /* refresh_soon's, joined before the next  */
     gint refresher_done;                  /* atomic                                  */
     char *user, *password;                /* every node's                            */
+    sluice__tls_context *tls;             /* rediss+cluster://: every node's, or NULL */
+    char *tls_name;                       /* tls_server_name, or NULL: each node's host */
     guint n_seeds;                        /* nodes[0 .. n_seeds): the URL's           */
 };
 
@@ -53,19 +56,24 @@ static gint node_index(sluice__redis_cluster *c, const char *host, int port)
     }
     sluice__redis_endpoint e;
     sluice__redis_endpoint_init(&e, host, port, NULL, c->user, c->password, 0);
+    if (c->tls)
+        sluice__redis_endpoint_use_tls(&e, c->tls, c->tls_name);
     g_atomic_pointer_set(&c->nodes[n], sluice__redis_node_new(&e));
     g_atomic_int_set(&c->n_nodes, n + 1);
     g_mutex_unlock(&c->lock);
     return n;
 }
 
-sluice__redis_cluster *sluice__redis_cluster_new(const sluice__redis_url *url, const char *password)
+sluice__redis_cluster *sluice__redis_cluster_new(const sluice__redis_url *url, const char *password,
+                                                 sluice__tls_context *tls, const char *tls_name)
 {
     sluice__redis_cluster *c = g_new0(sluice__redis_cluster, 1);
     g_mutex_init(&c->lock);
     sluice__cluster_map_init(&c->map);
     c->user = g_strdup(url->user);
     c->password = g_strdup(url->password ? url->password : password);
+    c->tls = sluice__tls_context_ref(tls);
+    c->tls_name = g_strdup(tls_name);
     for (guint i = 0; i < url->n_addresses && i < MAX_NODES / 2; i++)
         node_index(c, url->addresses[i].host, url->addresses[i].port);
     c->n_seeds = (guint)g_atomic_int_get(&c->n_nodes);
@@ -85,6 +93,8 @@ void sluice__redis_cluster_free(sluice__redis_cluster *c)
     if (c->password)
         memset(c->password, 0, strlen(c->password));
     g_free(c->password);
+    sluice__tls_context_unref(c->tls);
+    g_free(c->tls_name);
     g_free(c);
 }
 
@@ -164,7 +174,8 @@ gboolean sluice__redis_cluster_start(sluice__redis_cluster *c, gint64 deadline, 
         if (sluice__redis_link_connect(node->link, deadline, &last) &&
             read_map(c, node, deadline, &last))
             break;
-        if (g_error_matches(last, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH))
+        if (g_error_matches(last, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH) ||
+            g_error_matches(last, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_TLS))
             break;
     }
     g_atomic_int_set(&c->refreshing, 0);

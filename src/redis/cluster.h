@@ -14,16 +14,20 @@
 typedef struct sluice__redis_cluster sluice__redis_cluster;
 
 /* The Cluster that url's nodes (seeds) belong to; every node is reached with url's
- * user and password (else `password`). Nothing is connected yet. */
-sluice__redis_cluster *sluice__redis_cluster_new(const sluice__redis_url *url,
-                                                 const char *password);
+ * user and password (else `password`), and over TLS with tls unless it is NULL
+ * (rediss+cluster://), each node's certificate checked against tls_name, or when
+ * that is NULL against the address the URL or the Cluster gives for the node.
+ * Nothing is connected yet. */
+sluice__redis_cluster *sluice__redis_cluster_new(const sluice__redis_url *url, const char *password,
+                                                 sluice__tls_context *tls, const char *tls_name);
 /* No call may be in progress. */
 void sluice__redis_cluster_free(sluice__redis_cluster *c);
 /* Lets go of every node's blocking connection (calls still on them finish first). */
 void sluice__redis_cluster_retire(sluice__redis_cluster *c);
 
 /* Connects to the seeds in turn and reads the slot map before deadline: FALSE and
- * *error when none answered (SLUICE_ERROR_AUTH when one refused the credentials). */
+ * *error when none answered (SLUICE_ERROR_AUTH when one refused the credentials,
+ * SLUICE_ERROR_TLS when TLS refused one: neither is tried past). */
 gboolean sluice__redis_cluster_start(sluice__redis_cluster *c, gint64 deadline, GError **error);
 
 /* The node at index i of the nodes known so far (seeds, then masters as found), or

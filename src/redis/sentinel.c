@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "redis/conn.h"
+#include "redis/tls.h"
 #include "secret.h"
 
 struct sluice__redis_sentinel {
@@ -21,16 +22,21 @@ struct sluice__redis_sentinel {
     guint n;
     gint first; /* atomic: the Sentinel that answered last */
     char *master;
-    char *user, *password; /* the data nodes' */
+    char *user, *password;    /* the data nodes' */
+    sluice__tls_context *tls; /* everyone's, or NULL */
+    char *tls_name;           /* tls_server_name, or NULL: each one's host */
     char *what;
 };
 
 sluice__redis_sentinel *sluice__redis_sentinel_new(const char *const *hosts, const int *ports,
                                                    guint n, const char *master,
                                                    const char *sentinel_password, const char *user,
-                                                   const char *password)
+                                                   const char *password, sluice__tls_context *tls,
+                                                   const char *tls_name)
 {
     sluice__redis_sentinel *s = g_new0(sluice__redis_sentinel, 1);
+    s->tls = sluice__tls_context_ref(tls);
+    s->tls_name = g_strdup(tls_name);
     s->sentinels = g_new0(sluice__redis_endpoint, n);
     s->n = n;
     for (guint i = 0; i < n; i++) {
@@ -38,6 +44,8 @@ sluice__redis_sentinel *sluice__redis_sentinel_new(const char *const *hosts, con
         sluice__redis_endpoint_init(e, hosts[i], ports[i], NULL, NULL, sentinel_password, 0);
         g_free(e->what);
         e->what = g_strdup_printf("redis sentinel %s:%d", hosts[i], ports[i]);
+        if (tls)
+            sluice__redis_endpoint_use_tls(e, tls, tls_name);
     }
     s->master = g_strdup(master);
     s->user = g_strdup(user);
@@ -56,6 +64,8 @@ void sluice__redis_sentinel_free(sluice__redis_sentinel *s)
     g_free(s->master);
     g_free(s->user);
     sluice__secret_free(s->password);
+    sluice__tls_context_unref(s->tls);
+    g_free(s->tls_name);
     g_free(s->what);
     g_free(s);
 }
@@ -68,6 +78,14 @@ const char *sluice__redis_sentinel_what(const sluice__redis_sentinel *s)
 const char *sluice__redis_sentinel_master(const sluice__redis_sentinel *s)
 {
     return s->master;
+}
+
+void sluice__redis_sentinel_node(const sluice__redis_sentinel *s, sluice__redis_endpoint *e,
+                                 const char *host, int port, int db)
+{
+    sluice__redis_endpoint_init(e, host, port, NULL, s->user, s->password, db);
+    if (s->tls)
+        sluice__redis_endpoint_use_tls(e, s->tls, s->tls_name);
 }
 
 guint sluice__redis_sentinel_count(const sluice__redis_sentinel *s)
@@ -143,7 +161,7 @@ gboolean sluice__redis_sentinel_is_master(const sluice__redis_sentinel *s, const
                                           int port, gint64 deadline, GError **error)
 {
     sluice__redis_endpoint node;
-    sluice__redis_endpoint_init(&node, host, port, NULL, s->user, s->password, 0);
+    sluice__redis_sentinel_node(s, &node, host, port, 0);
     const char *argv[] = {"ROLE"};
     redisReply *r = ask(&node, deadline, 1, argv, error);
     gboolean master = FALSE;
@@ -183,8 +201,9 @@ gboolean sluice__redis_sentinel_resolve(sluice__redis_sentinel *s, gint64 step_u
             *port = p;
             return TRUE;
         }
-        if (failure->code == SLUICE_ERROR_AUTH)
-            code = SLUICE_ERROR_AUTH;
+        if (failure->code == SLUICE_ERROR_AUTH ||
+            (failure->code == SLUICE_ERROR_TLS && code != SLUICE_ERROR_AUTH))
+            code = failure->code;
         if (said->len)
             g_string_append(said, "; ");
         if (h) /* the server it named did not say master */

@@ -36,7 +36,7 @@ static sluice__redis_node *node_at(sluice__redis_master *m, const char *host, in
             return n;
     }
     sluice__redis_endpoint e;
-    sluice__redis_endpoint_init(&e, host, port, NULL, m->user, m->password, m->db);
+    sluice__redis_sentinel_node(m->sentinel, &e, host, port, m->db);
     g_free(e.what);
     e.what = g_strdup_printf("redis %s:%d (master %s)", host, port,
                              sluice__redis_sentinel_master(m->sentinel));
@@ -65,9 +65,17 @@ static void found(const char *host, int port, gpointer data)
               now->endpoint.what, was->endpoint.what);
 }
 
+/* A failure that stops init: a refused password, or a certificate TLS refused. */
+static gboolean fatal(const GError *failure)
+{
+    return g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH) ||
+           g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_TLS);
+}
+
 sluice__redis_master *sluice__redis_master_new(const sluice__redis_url *url, const char *password,
-                                               const char *sentinel_password, gint64 timeout_us,
-                                               GError **error)
+                                               const char *sentinel_password,
+                                               sluice__tls_context *tls, const char *tls_name,
+                                               gint64 timeout_us, GError **error)
 {
     sluice__redis_master *m = g_new0(sluice__redis_master, 1);
     const char **hosts = g_new(const char *, url->n_addresses);
@@ -79,8 +87,9 @@ sluice__redis_master *sluice__redis_master_new(const sluice__redis_url *url, con
     m->user = g_strdup(url->user);
     m->password = g_strdup(url->password ? url->password : password);
     m->db = url->db;
-    m->sentinel = sluice__redis_sentinel_new(hosts, ports, url->n_addresses, url->master,
-                                             sentinel_password, m->user, m->password);
+    m->sentinel =
+        sluice__redis_sentinel_new(hosts, ports, url->n_addresses, url->master, sentinel_password,
+                                   m->user, m->password, tls, tls_name);
     g_free(hosts);
     g_free(ports);
     g_mutex_init(&m->lock);
@@ -95,10 +104,10 @@ sluice__redis_master *sluice__redis_master_new(const sluice__redis_url *url, con
         sluice__redis_node *node = g_atomic_pointer_get(&m->current);
         if (!sluice__redis_link_connect(node->link, g_get_monotonic_time() + timeout_us,
                                         &failure) &&
-            !g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH))
+            !fatal(failure))
             g_clear_error(&failure); /* gone meanwhile: the watch will see */
     }
-    if (failure && g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH)) {
+    if (failure && fatal(failure)) {
         g_propagate_error(error, failure);
         sluice__redis_master_free(m);
         return NULL;

@@ -11,12 +11,15 @@ typedef struct sluice__redis_master sluice__redis_master;
 
 /* Finds the master of url (redis+sentinel://) now, within a few steps of
  * timeout_us, and starts following it (sentinel_watch.c). password: the data
- * nodes' when the URL has none; sentinel_password: the Sentinels' own, or NULL.
- * NULL and *error when a password was refused (SLUICE_ERROR_AUTH); a master that
- * cannot be found yet does not fail (it is logged, and calls fail meanwhile). */
+ * nodes' when the URL has none; sentinel_password: the Sentinels' own, or NULL;
+ * tls and tls_name: as sluice__redis_sentinel_new takes them. NULL and *error when
+ * a password was refused (SLUICE_ERROR_AUTH) or TLS refused a certificate
+ * (SLUICE_ERROR_TLS); a master that cannot be found yet does not fail (it is
+ * logged, and calls fail meanwhile). */
 sluice__redis_master *sluice__redis_master_new(const sluice__redis_url *url, const char *password,
-                                               const char *sentinel_password, gint64 timeout_us,
-                                               GError **error);
+                                               const char *sentinel_password,
+                                               sluice__tls_context *tls, const char *tls_name,
+                                               gint64 timeout_us, GError **error);
 /* Stops following the master (a reload replaced the backend); the master's
  * connection closes (calls still on it finish first). */
 void sluice__redis_master_retire(sluice__redis_master *m);
