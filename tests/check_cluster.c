@@ -184,11 +184,10 @@ static gpointer decide(gpointer p)
         int k = (int)(i++ % KEYS);
         sluice_decision d = {0};
         g_autoptr(GError) error = NULL;
-        gint64 t0, w0, t1, w1;
-        fixture_thread_clock(&t0, &w0);
+        fixture_stamp sent = fixture_stamp_now();
         int r = sluice_acquire("api", f->keys[k], 1, &d, &error);
-        fixture_thread_clock(&t1, &w1);
-        gint64 took = (t1 - t0) - (w1 - w0);
+        fixture_stamp received = fixture_stamp_now();
+        gint64 took = fixture_stamp_took_us(sent, received);
         gboolean on_victim = f->master_of[k] == f->victim;
         g_mutex_lock(&f->lock);
         f->calls++;
@@ -204,7 +203,7 @@ static gpointer decide(gpointer p)
         if (r == SLUICE_ERROR && on_victim)
             f->errors_on_victim++;
         if (r == SLUICE_ALLOWED && on_victim && f->promoted_at && !f->first_ok_after_promotion_us)
-            f->first_ok_after_promotion_us = t1;
+            f->first_ok_after_promotion_us = received.now_us;
         g_mutex_unlock(&f->lock);
         g_usleep(500);
     }

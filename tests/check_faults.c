@@ -132,26 +132,14 @@ static void check_verdict(const sluice_decision *d, gint64 limit)
         broke("on_error = local, but the verdict has another limit than the rule");
 }
 
-/* Times one call: wall clock, and less the time this thread waited for a CPU. */
-typedef struct {
-    gint64 t0, w0;
-} stopwatch;
-
-static stopwatch start_watch(void)
+/* Counts a call that began at `sent` and keeps the slowest, by the wall clock and
+ * less the time this thread waited for a CPU. */
+static void stop_watch(fixture_stamp sent)
 {
-    stopwatch s;
-    fixture_thread_clock(&s.t0, &s.w0);
-    return s;
-}
-
-static void stop_watch(const stopwatch *s)
-{
-    gint64 t1, w1;
-    fixture_thread_clock(&t1, &w1);
-    gint64 waited = w1 - s->w0, took = t1 - s->t0;
+    fixture_stamp now = fixture_stamp_now();
     atomic_add(&run.calls, 1);
-    atomic_max(&run.slowest, took);
-    atomic_max(&run.slowest_net, took - waited);
+    atomic_max(&run.slowest, now.now_us - sent.now_us);
+    atomic_max(&run.slowest_net, fixture_stamp_took_us(sent, now));
 }
 
 /* ---- the decorated function: limit g, with an error callback ----------------------- */
@@ -184,9 +172,9 @@ static void decide_f(void)
     gint e = g_atomic_int_get(&run.epoch);
     sluice_decision d;
     GError *error = NULL;
-    stopwatch s = start_watch();
+    fixture_stamp s = fixture_stamp_now();
     int r = sluice_acquire("f", epoch_keys[e], 1, &d, &error);
-    stop_watch(&s);
+    stop_watch(s);
     if (r == SLUICE_ERROR) {
         note_error(error);
         g_error_free(error);
@@ -216,9 +204,9 @@ static gpointer decide(gpointer data)
     (void)data;
     while (!g_atomic_int_get(&run.stop)) {
         decide_f();
-        stopwatch s = start_watch();
+        fixture_stamp s = fixture_stamp_now();
         guarded();
-        stop_watch(&s);
+        stop_watch(s);
         g_usleep(PACE_US);
     }
     return NULL;

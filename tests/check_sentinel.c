@@ -241,13 +241,14 @@ static gpointer decide(gpointer data)
     GArray *mine = g_array_new(FALSE, FALSE, sizeof(call_record));
     while (!g_atomic_int_get(&r->stop)) {
         call_record c;
-        gint64 w0, w1;
         sluice_decision d = {0};
         GError *error = NULL;
-        fixture_thread_clock(&c.sent, &w0);
+        fixture_stamp sent = fixture_stamp_now();
         c.result = sluice_acquire("f", NULL, 1, &d, &error);
-        fixture_thread_clock(&c.received, &w1);
-        c.net_us = c.received - c.sent - (w1 - w0);
+        fixture_stamp received = fixture_stamp_now();
+        c.sent = sent.now_us;
+        c.received = received.now_us;
+        c.net_us = fixture_stamp_took_us(sent, received);
         c.allowed = d.allowed;
         g_clear_error(&error);
         g_array_append_val(mine, c);

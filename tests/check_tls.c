@@ -89,24 +89,6 @@ static int clients_on(const test_redis *redis, int port)
     return n;
 }
 
-/* µs that `what` took, less what the scheduler held this thread meanwhile. */
-typedef struct {
-    gint64 now, wait;
-} stamp;
-
-static stamp started(void)
-{
-    stamp s;
-    fixture_thread_clock(&s.now, &s.wait);
-    return s;
-}
-
-static gint64 took_us(stamp s)
-{
-    stamp e = started();
-    return (e.now - s.now) - (e.wait - s.wait);
-}
-
 /* ---- TLS that works ----------------------------------------------------------------------- */
 
 START_TEST(rediss_decides_over_tls_and_verifies_the_server)
@@ -264,13 +246,13 @@ START_TEST(rediss_against_a_plaintext_port_fails_init_within_timeout)
     /* what init costs besides the connection (the keyfile, loading the CA: slow
      * under a sanitizer), from an init whose connect is refused at once */
     g_autofree char *refused = keyfile("rediss://127.0.0.1:1", more);
-    stamp s = started();
+    fixture_stamp s = fixture_stamp_now();
     ck_assert(sluice_init(refused, NULL));
-    gint64 setup = took_us(s);
+    gint64 setup = fixture_stamp_took_us(s, fixture_stamp_now());
     sluice_shutdown();
-    s = started();
+    s = fixture_stamp_now();
     assert_init_fails(path, SLUICE_ERROR_TLS, "TLS: server did not answer TLS");
-    gint64 took = took_us(s) - setup;
+    gint64 took = fixture_stamp_took_us(s, fixture_stamp_now()) - setup;
     ck_assert_msg(took <= (300 + 10) * 1000 * fixture_time_scale(),
                   "took %" G_GINT64_FORMAT " µs beyond the setup", took);
     test_redis_stop(redis);
@@ -284,9 +266,9 @@ START_TEST(a_plaintext_url_against_a_tls_port_fails_clearly_within_timeout)
     g_autofree char *path = keyfile(url, "timeout = 300ms\n");
     g_autoptr(GError) error = NULL;
     ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
-    stamp s = started();
+    fixture_stamp s = fixture_stamp_now();
     ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, &error), SLUICE_ERROR);
-    gint64 took = took_us(s);
+    gint64 took = fixture_stamp_took_us(s, fixture_stamp_now());
     ck_assert_msg(strstr(error->message, "connection closed by the server"), "%s", error->message);
     ck_assert_msg(took <= (300 + 10) * 1000 * fixture_time_scale(), "took %" G_GINT64_FORMAT " µs",
                   took);
@@ -309,9 +291,9 @@ START_TEST(a_server_stopped_during_the_handshake_costs_a_call_its_timeout)
     redisReply *r = test_redis_command(redis, "CLIENT KILL TYPE normal SKIPME yes");
     freeReplyObject(r);
     test_redis_pause(redis);
-    stamp s = started();
+    fixture_stamp s = fixture_stamp_now();
     ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, &error), SLUICE_ERROR);
-    gint64 took = took_us(s);
+    gint64 took = fixture_stamp_took_us(s, fixture_stamp_now());
     test_redis_resume(redis);
     ck_assert_msg(strstr(error->message, "TLS: server did not answer TLS (timed out"), "%s",
                   error->message);
@@ -407,14 +389,14 @@ START_TEST(a_resolver_that_does_not_answer_costs_a_call_its_timeout)
 {
     g_autofree char *path = keyfile("redis://" STALLING_NAME ":6379", "timeout = 100ms\n");
     g_autoptr(GError) error = NULL;
-    stamp s = started();
+    fixture_stamp s = fixture_stamp_now();
     ck_assert(sluice_init(path, &error)); /* an absent server does not stop init */
-    gint64 took = took_us(s);
+    gint64 took = fixture_stamp_took_us(s, fixture_stamp_now());
     ck_assert_msg(took <= (100 + 10) * 1000 * fixture_time_scale(), "init took %" G_GINT64_FORMAT,
                   took);
-    s = started();
+    s = fixture_stamp_now();
     ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, &error), SLUICE_ERROR);
-    took = took_us(s);
+    took = fixture_stamp_took_us(s, fixture_stamp_now());
     ck_assert_msg(strstr(error->message, "resolve " STALLING_NAME ": timed out"), "%s",
                   error->message);
     ck_assert_msg(took <= (100 + 10) * 1000 * fixture_time_scale(), "took %" G_GINT64_FORMAT " µs",

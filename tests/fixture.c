@@ -323,6 +323,18 @@ void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us)
     *cpu_wait_us = after + steal_us();
 }
 
+fixture_stamp fixture_stamp_now(void)
+{
+    fixture_stamp s;
+    fixture_thread_clock(&s.now_us, &s.cpu_wait_us);
+    return s;
+}
+
+gint64 fixture_stamp_took_us(fixture_stamp from, fixture_stamp to)
+{
+    return (to.now_us - from.now_us) - (to.cpu_wait_us - from.cpu_wait_us);
+}
+
 /* GCC 12's ThreadSanitizer runtime does not hold its own locks across fork() (its
  * stack depot, its deadlock detector: LLVM's runtime holds them since 2024, PR
  * 96600), so a child forked while other threads are inside it can spin forever on

@@ -85,6 +85,15 @@ gint64 fixture_time_scale(void);
  * machine subtracts the wait: the library did not wait then, the scheduler did. */
 void fixture_thread_clock(gint64 *now_us, gint64 *cpu_wait_us);
 
+/* A moment on this thread's clock (fixture_thread_clock), and the time from one to
+ * another less what the scheduler held the thread meanwhile: the bound a call's
+ * time is held to on a loaded machine. */
+typedef struct {
+    gint64 now_us, cpu_wait_us;
+} fixture_stamp;
+fixture_stamp fixture_stamp_now(void);
+gint64 fixture_stamp_took_us(fixture_stamp from, fixture_stamp to);
+
 /* Starts 4 threads that decide on the limit `deciding` (one permit at a time)
  * and, while they do, forks `children` children one after another, pause_us
  * apart; then stops and joins the threads. Each child runs check() (which must start no thread:
