@@ -230,6 +230,9 @@ typedef struct {
 } call_record;
 
 typedef struct {
+    test_sentinel *s;
+    redisContext *subs[3]; /* subscribed to each Sentinel's +switch-master */
+    GThread *threads[4];
     gint stop;
     GMutex lock;
     GArray *calls; /* call_record */
@@ -267,6 +270,46 @@ static gint by_received(gconstpointer a, gconstpointer b)
     return (x->received > y->received) - (x->received < y->received);
 }
 
+/* A master, a replica and three Sentinels, a subscription to each Sentinel, and 4
+ * threads deciding on limit f (sliding_log, LIMIT per WINDOW_US, on_error = deny)
+ * through them for 300 ms already. */
+static void run_start(run *r)
+{
+    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
+    *r = (run){.s = test_sentinel_start(&options),
+               .calls = g_array_new(FALSE, FALSE, sizeof(call_record))};
+    g_mutex_init(&r->lock);
+    g_autofree char *contents = keyfile_for(
+        r->s, SENTINEL_PASSWORD,
+        "timeout = 50ms\non_error = deny\n[limit:f]\nalgorithm = sliding_log\nlimit = 40\n"
+        "window = 200ms\n");
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(init_with(contents, &error), "%s", error ? error->message : "");
+    for (int i = 0; i < 3; i++)
+        r->subs[i] = test_sentinel_subscribe(r->s, i);
+    for (guint i = 0; i < G_N_ELEMENTS(r->threads); i++)
+        r->threads[i] = g_thread_new("decide", decide, r);
+    g_usleep(300000);
+}
+
+/* Stops and joins the threads, and shuts sluice down. */
+static void run_stop(run *r)
+{
+    g_atomic_int_set(&r->stop, 1);
+    for (guint i = 0; i < G_N_ELEMENTS(r->threads); i++)
+        g_thread_join(r->threads[i]);
+    sluice_shutdown();
+}
+
+static void run_free(run *r)
+{
+    for (int i = 0; i < 3; i++)
+        redisFree(r->subs[i]);
+    g_array_free(r->calls, TRUE);
+    g_mutex_clear(&r->lock);
+    test_sentinel_stop(r->s);
+}
+
 /* The most admissions that certainly fell in one window: sent after its start and
  * answered by its end (Redis decided each somewhere between). */
 static guint most_admitted_in_a_window(GArray *calls)
@@ -290,27 +333,12 @@ static guint most_admitted_in_a_window(GArray *calls)
  * and the old master, started again, is never sent a script. */
 START_TEST(decisions_resume_on_the_new_master_within_a_second_of_the_switch)
 {
-    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
-    test_sentinel *s = test_sentinel_start(&options);
-    g_autofree char *contents = keyfile_for(
-        s, SENTINEL_PASSWORD,
-        "timeout = 50ms\non_error = deny\n[limit:f]\nalgorithm = sliding_log\nlimit = 40\n"
-        "window = 200ms\n");
-    g_autoptr(GError) error = NULL;
-    ck_assert_msg(init_with(contents, &error), "%s", error ? error->message : "");
-    redisContext *subs[3];
-    for (int i = 0; i < 3; i++)
-        subs[i] = test_sentinel_subscribe(s, i);
-
-    run r = {0, {0}, g_array_new(FALSE, FALSE, sizeof(call_record))};
-    g_mutex_init(&r.lock);
-    GThread *threads[4];
-    for (guint i = 0; i < G_N_ELEMENTS(threads); i++)
-        threads[i] = g_thread_new("decide", decide, &r);
-    g_usleep(300000);
+    run r;
+    run_start(&r);
+    test_sentinel *s = r.s;
     gint64 killed = g_get_monotonic_time(), switched = 0;
     test_redis_kill(s->node[0]);
-    ck_assert_ptr_eq(test_sentinel_wait_switch(s, subs, 3, 20 * G_USEC_PER_SEC, &switched),
+    ck_assert_ptr_eq(test_sentinel_wait_switch(s, r.subs, 3, 20 * G_USEC_PER_SEC, &switched),
                      s->node[1]);
     g_usleep(1200000);
     /* the old master is back, as a master until the Sentinels make it a replica:
@@ -319,10 +347,7 @@ START_TEST(decisions_resume_on_the_new_master_within_a_second_of_the_switch)
     gint64 restarted = g_get_monotonic_time();
     test_redis_restart(s->node[0]);
     g_usleep(500000);
-    g_atomic_int_set(&r.stop, 1);
-    for (guint i = 0; i < G_N_ELEMENTS(threads); i++)
-        g_thread_join(threads[i]);
-    sluice_shutdown();
+    run_stop(&r);
 
     g_array_sort(r.calls, by_received);
     gint64 bound = (TIMEOUT_MS + 10) * 1000 * fixture_time_scale(), failing = 0, resumed = 0;
@@ -363,11 +388,7 @@ START_TEST(decisions_resume_on_the_new_master_within_a_second_of_the_switch)
     ck_assert_msg(!strstr(stats->str, "cmdstat_evalsha") && !strstr(stats->str, "cmdstat_eval:"),
                   "%s", stats->str);
     freeReplyObject(stats);
-    for (int i = 0; i < 3; i++)
-        redisFree(subs[i]);
-    g_array_free(r.calls, TRUE);
-    g_mutex_clear(&r.lock);
-    test_sentinel_stop(s);
+    run_free(&r);
 }
 END_TEST
 
@@ -392,39 +413,22 @@ static long long scripts_run(const test_sentinel *s, const test_redis *node)
  * from then on. */
 START_TEST(after_a_manual_failover_the_old_master_runs_no_script)
 {
-    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
-    test_sentinel *s = test_sentinel_start(&options);
-    g_autofree char *contents = keyfile_for(
-        s, SENTINEL_PASSWORD,
-        "timeout = 50ms\non_error = deny\n[limit:f]\nalgorithm = sliding_log\nlimit = 40\n"
-        "window = 200ms\n");
-    g_autoptr(GError) error = NULL;
-    ck_assert_msg(init_with(contents, &error), "%s", error ? error->message : "");
-    redisContext *subs[3];
-    for (int i = 0; i < 3; i++)
-        subs[i] = test_sentinel_subscribe(s, i);
-    run r = {0, {0}, g_array_new(FALSE, FALSE, sizeof(call_record))};
-    g_mutex_init(&r.lock);
-    GThread *threads[4];
-    for (guint i = 0; i < G_N_ELEMENTS(threads); i++)
-        threads[i] = g_thread_new("decide", decide, &r);
-    g_usleep(300000);
+    run r;
+    run_start(&r);
+    test_sentinel *s = r.s;
     ck_assert_int_gt(scripts_run(s, s->node[0]), 0);
     redisReply *asked = test_sentinel_command(s, 0, "SENTINEL FAILOVER %s", TEST_SENTINEL_MASTER);
     ck_assert_msg(asked && asked->type == REDIS_REPLY_STATUS, "%s", asked ? asked->str : "?");
     freeReplyObject(asked);
     gint64 switched = 0;
-    ck_assert_ptr_eq(test_sentinel_wait_switch(s, subs, 3, 20 * G_USEC_PER_SEC, &switched),
+    ck_assert_ptr_eq(test_sentinel_wait_switch(s, r.subs, 3, 20 * G_USEC_PER_SEC, &switched),
                      s->node[1]);
     g_usleep(G_USEC_PER_SEC);
     long long on_old = scripts_run(s, s->node[0]), on_new = scripts_run(s, s->node[1]);
     g_usleep(500000);
     ck_assert_int_eq(scripts_run(s, s->node[0]), on_old); /* a replica now: none */
     ck_assert_int_gt(scripts_run(s, s->node[1]), on_new);
-    g_atomic_int_set(&r.stop, 1);
-    for (guint i = 0; i < G_N_ELEMENTS(threads); i++)
-        g_thread_join(threads[i]);
-    sluice_shutdown();
+    run_stop(&r);
 
     gint64 bound = (TIMEOUT_MS + 10) * 1000 * fixture_time_scale();
     for (guint i = 0; i < r.calls->len; i++) {
@@ -443,11 +447,7 @@ START_TEST(after_a_manual_failover_the_old_master_runs_no_script)
     g_array_sort(after, by_received);
     ck_assert_uint_le(most_admitted_in_a_window(after), LIMIT);
     g_array_free(after, TRUE);
-    for (int i = 0; i < 3; i++)
-        redisFree(subs[i]);
-    g_array_free(r.calls, TRUE);
-    g_mutex_clear(&r.lock);
-    test_sentinel_stop(s);
+    run_free(&r);
 }
 END_TEST
 
