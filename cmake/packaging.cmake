@@ -54,7 +54,8 @@ set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_LIB_PACKAGE_GENERATE_SHLIBS ON) # a shlibs file for packages built on it
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # what the headers, sluice.pc and sluiceConfig.cmake ask a consumer's build for
-set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libglib2.0-dev (>= 2.74), libhiredis-dev (>= 0.14), pkg-config")
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
+    "libglib2.0-dev (>= 2.74), libhiredis-dev (>= 0.14), libssl-dev (>= 3.0), pkg-config")
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION utils)
 
 include(CPack)

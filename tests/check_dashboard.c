@@ -184,9 +184,9 @@ RATE_LIMITED_FUNCTION(int, export_report, (int x), (x), "export", export_busy, N
     return x;
 }
 
-/* Decides allowed, denied (one from the denial cache), shadow_denied, waited and
- * degraded on a real redis-server, then error (the server stopped: its breaker opens);
- * returns the exposition, and the server's port in *port. */
+/* Decides allowed, denied (one from the denial cache), allowed from prefetched
+ * permits, shadow_denied, waited and degraded on a real redis-server, then error (the server
+ * stopped: its breaker opens); returns the exposition, and the server's port in *port. */
 static char *decide_every_kind(int *port)
 {
     test_redis *server = test_redis_start(NULL);
@@ -197,7 +197,8 @@ static char *decide_every_kind(int *port)
         "[limit:api]\nlimit = 1\nwindow = 1h\n"
         "[limit:preview]\nlimit = 1\nwindow = 1h\nmode = shadow\n"
         "[limit:queue]\nalgorithm = token_bucket\nlimit = 1\nwindow = 100ms\nwait = 1s\n"
-        "[limit:export]\nlimit = 1\nwindow = 1h\n",
+        "[limit:export]\nlimit = 1\nwindow = 1h\n"
+        "[limit:bulk]\nalgorithm = token_bucket\nlimit = 1000\nwindow = 1s\nprefetch = 10\n",
         url);
     g_autofree char *path = fixture_write_keyfile(contents);
     g_autoptr(GError) error = NULL;
@@ -212,6 +213,8 @@ static char *decide_every_kind(int *port)
     ck_assert_int_eq(sluice_acquire_wait("queue", NULL, 1, 1000, &d, NULL), SLUICE_ALLOWED);
     ck_assert_int_eq(export_report(7), 7);
     ck_assert_int_eq(export_report(7), -7); /* degraded */
+    for (int i = 0; i < 3; i++) /* the first takes 10 permits, the others are handed out */
+        ck_assert_int_eq(sluice_acquire("bulk", NULL, 1, &d, NULL), SLUICE_ALLOWED);
     g_autofree char *closed =
         g_strdup_printf("sluice_breaker_open{node=\"redis 127.0.0.1:%d\"} 0\n", server->port);
     g_autofree char *before = sluice_stats_prometheus();
@@ -238,6 +241,7 @@ START_TEST(every_query_names_what_the_exposition_has)
         "sluice_decisions_total{name=\"api\",outcome=\"error\"} 5\n",
         "sluice_decisions_total{name=\"preview\",outcome=\"shadow_denied\"} 1\n",
         "sluice_waited_total{name=\"queue\"} 1\n",
+        "sluice_prefetched_total{name=\"bulk\"} 2\n",
         "sluice_function_degraded_total{name=\"export\",function=\"export_report\",site=\"",
     };
     for (guint i = 0; i < G_N_ELEMENTS(made); i++)

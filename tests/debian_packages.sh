@@ -49,8 +49,8 @@ has() { # PACKAGE DEPENDENCY...
     done
 }
 # the library's, as dpkg-shlibdeps found them in libsluice.so.0
-has libsluice0 libc6 libglib2.0-0 libhiredis0.14
-has libsluice-dev libsluice0 libglib2.0-dev libhiredis-dev pkg-config
+has libsluice0 libc6 libglib2.0-0 libhiredis0.14 libssl3
+has libsluice-dev libsluice0 libglib2.0-dev libhiredis-dev libssl-dev pkg-config
 has sluice-tools libsluice0 libglib2.0-0
 dpkg-deb -f "$pkg/sluice-tools_${version}_$arch.deb" Depends | grep -q "libsluice0 (= $version)" ||
     fail "sluice-tools does not depend on this very libsluice0"
