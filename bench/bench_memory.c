@@ -1,5 +1,6 @@
-/* bench_memory: how fast the memory backend decides, on one and two threads, and
- * what a decorated call whose name has no rule costs next to a plain call.
+/* bench_memory: how fast the memory backend decides, on one and two threads, how a
+ * hot limit (two threads on one shared state) scales next to the ideal exact shared
+ * limit, and what a decorated call whose name has no rule costs next to a plain call.
  *
  * Prints one table (figure, value, target, PASS/MISS). Every figure is the best of
  * ROUNDS rounds, shown with the median round; a round calls the operation in batches of BATCH calls
@@ -21,11 +22,14 @@
 #define KEYS        1000                               /* rotating keys of the per-key case */
 #define THREADS_MAX 2
 
-#define TARGET_ALLOWED_NS 100.0 /* an allowed decision on one thread */
+#define TARGET_ALLOWED_NS 50.0  /* an allowed decision on one thread */
+#define TARGET_KEYED_NS   100.0 /* the same with one of KEYS keys (a table lookup) */
+#define TARGET_HOT_RATIO  0.8   /* 2 threads on one limit / the ideal exact shared limit */
+#define TARGET_PREFETCH   1.5   /* prefetch: 2 threads / 1 thread */
 #define TARGET_NO_RULE_NS 5.0   /* what a name with no rule adds to a call */
 
 /* The keyfile the benchmark runs on, written to a temporary file. The limits are
- * so large (2^50 per second) that every decision is an admission. */
+ * so large (2^50 or 10^12 per second) that every decision is an admission. */
 static const char keyfile[] = "# written by bench_memory: limits that never say no\n"
                               "[sluice]\n"
                               "backend = memory\n"
@@ -40,7 +44,20 @@ static const char keyfile[] = "# written by bench_memory: limits that never say 
                               "algorithm = fixed_window\n"
                               "limit = 1125899906842624\n"
                               "window = 1s\n"
-                              "per_key = true\n";
+                              "per_key = true\n"
+                              "\n"
+                              "[limit:bench.hot]\n"
+                              "algorithm = gcra\n"
+                              "limit = 1000000000000\n"
+                              "window = 1s\n"
+                              "per_key = false\n"
+                              "\n"
+                              "[limit:bench.prefetch]\n"
+                              "algorithm = gcra\n"
+                              "limit = 1000000000000\n"
+                              "window = 1s\n"
+                              "per_key = false\n"
+                              "prefetch = 100\n";
 
 /* The side effect of the measured bodies: a volatile write on every call, so the
  * compiler can neither drop nor hoist one. */
@@ -106,14 +123,20 @@ BENCH_OPAQUE static int bench_norule_guard(int x)
 
 typedef guint64 (*bench_op)(guint64 first, guint n);
 
-static guint64 op_acquire(guint64 first, guint n)
+/* n calls of sluice_acquire(name, NULL, 1). */
+static guint64 acquire_n(const char *name, guint n)
 {
     guint64 admitted = 0;
     sluice_decision d;
-    (void)first;
     for (guint i = 0; i < n; i++)
-        admitted += sluice_acquire("bench.allowed", NULL, 1, &d, NULL) == SLUICE_ALLOWED;
+        admitted += sluice_acquire(name, NULL, 1, &d, NULL) == SLUICE_ALLOWED;
     return admitted;
+}
+
+static guint64 op_acquire(guint64 first, guint n)
+{
+    (void)first;
+    return acquire_n("bench.allowed", n);
 }
 
 static guint64 op_allowed_fn(guint64 first, guint n)
@@ -162,6 +185,45 @@ static guint64 op_norule_guard(guint64 first, guint n)
     for (guint i = 0; i < n; i++)
         admitted += (guint64)bench_norule_guard((int)i);
     return admitted;
+}
+
+/* The ideal exact shared limit: what an exact hot gcra needs at least, one clock
+ * read and one CAS of a shared word per decision (a theoretical arrival time in
+ * 1/1024 µs, admitted while it is at most a second ahead), retried with a fresh
+ * clock read when another thread changed the word in between. */
+static gint64 ideal_tat __attribute__((aligned(128)));
+
+static guint64 op_ideal(guint64 first, guint n)
+{
+    guint64 admitted = 0;
+    (void)first;
+    for (guint i = 0; i < n; i++) {
+        for (;;) {
+            gint64 tat = __atomic_load_n(&ideal_tat, __ATOMIC_RELAXED);
+            gint64 now = g_get_monotonic_time() << 10;
+            gint64 next = MAX(tat, now) + 1;
+            if (next - now > (G_GINT64_CONSTANT(1000000) << 10))
+                break; /* denied: never, at this rate */
+            if (__atomic_compare_exchange_n(&ideal_tat, &tat, next, FALSE, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED)) {
+                admitted++;
+                break;
+            }
+        }
+    }
+    return admitted;
+}
+
+static guint64 op_hot(guint64 first, guint n)
+{
+    (void)first;
+    return acquire_n("bench.hot", n);
+}
+
+static guint64 op_prefetch(guint64 first, guint n)
+{
+    (void)first;
+    return acquire_n("bench.prefetch", n);
 }
 
 /* ---- one round: the operation on one or more threads, timed ------------------ */
@@ -389,6 +451,69 @@ static void measure_no_rule(void)
     }
 }
 
+/* A hot limit next to the ideal exact shared limit, and prefetch on one and two
+ * threads, interleaved round by round (so that load from elsewhere falls on all
+ * alike); the targets compare calls/s of the best rounds. */
+static void measure_scaling(void)
+{
+    static const struct {
+        const char *figure;
+        bench_op op;
+        guint threads;
+    } cases[] = {
+        {"ideal exact shared limit (baseline)", op_ideal, 1},
+        {"ideal exact shared limit (baseline)", op_ideal, 2},
+        {"hot limit: sluice_acquire, gcra, shared", op_hot, 1},
+        {"hot limit: sluice_acquire, gcra, shared", op_hot, 2},
+        {"hot limit, prefetch = 100", op_prefetch, 1},
+        {"hot limit, prefetch = 100", op_prefetch, 2},
+    };
+    enum { IDEAL_2 = 1, HOT_2 = 3, PREFETCH_1 = 4, PREFETCH_2 = 5 };
+    rounds r[G_N_ELEMENTS(cases)];
+    guint64 not_admitted = 0;
+
+    if (!wanted("hot limit"))
+        return;
+    for (guint k = 0; k < G_N_ELEMENTS(cases); k++)
+        run_round(cases[k].op, cases[k].threads); /* warm-up */
+    for (guint i = 0; i < ROUNDS; i++) {
+        for (guint k = 0; k < G_N_ELEMENTS(cases); k++) {
+            sample s = run_round(cases[k].op, cases[k].threads);
+            record(&r[k], i, &s);
+            not_admitted += s.not_admitted;
+        }
+    }
+    for (guint k = 0; k < G_N_ELEMENTS(cases); k++) {
+        row line = summarize(cases[k].figure, cases[k].threads, &r[k], -1);
+        print_row(&line);
+    }
+    if (not_admitted)
+        printf("  warning: %" G_GUINT64_FORMAT " calls were not admitted\n", not_admitted);
+    static const struct {
+        const char *figure;
+        guint of, to;
+        double target;
+    } ratios[] = {
+        {"hot limit, 2 threads / ideal, 2 threads", HOT_2, IDEAL_2, TARGET_HOT_RATIO},
+        {"prefetch, 2 threads / 1 thread", PREFETCH_2, PREFETCH_1, TARGET_PREFETCH},
+    };
+    for (guint k = 0; k < G_N_ELEMENTS(ratios); k++) {
+        double best =
+            bench_max(r[ratios[k].of].per_sec, ROUNDS) / bench_max(r[ratios[k].to].per_sec, ROUNDS);
+        double each[ROUNDS];
+        for (guint i = 0; i < ROUNDS; i++)
+            each[i] = r[ratios[k].of].per_sec[i] / r[ratios[k].to].per_sec[i];
+        gboolean pass = best >= ratios[k].target;
+        char median[32], target[32];
+        g_snprintf(median, sizeof median, "(%.2fx)", bench_median(each, ROUNDS));
+        g_snprintf(target, sizeof target, ">= %.1fx", ratios[k].target);
+        printf("%-42s %7s %8.2fx %9s %10s %7s %9s %6s\n", ratios[k].figure, "", best, median, "",
+               "", target, pass ? "PASS" : "MISS");
+        targets++;
+        misses += !pass;
+    }
+}
+
 /* ---- main --------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -416,15 +541,19 @@ int main(int argc, char **argv)
     static const struct {
         const char *figure;
         bench_op op;
+        gboolean keyed;
     } allowed[] = {
-        {"allowed: sluice_acquire(name, NULL, 1)", op_acquire},
-        {"allowed: RATE_LIMITED_FUNCTION call", op_allowed_fn},
-        {"allowed: RATE_LIMITED_KEY guard, 1000 keys", op_keyed_guard},
+        {"allowed: sluice_acquire(name, NULL, 1)", op_acquire, FALSE},
+        {"allowed: RATE_LIMITED_FUNCTION call", op_allowed_fn, FALSE},
+        {"allowed: RATE_LIMITED_KEY guard, 1000 keys", op_keyed_guard, TRUE},
     };
     for (guint threads = 1; threads <= THREADS_MAX; threads++)
         for (guint i = 0; i < G_N_ELEMENTS(allowed); i++)
             measure(allowed[i].figure, allowed[i].op, threads,
-                    threads == 1 ? TARGET_ALLOWED_NS : -1);
+                    threads > 1        ? -1
+                    : allowed[i].keyed ? TARGET_KEYED_NS
+                                       : TARGET_ALLOWED_NS);
+    measure_scaling();
     measure_no_rule();
 
     printf("\n%u of %u targets missed\n", misses, targets);

@@ -1,7 +1,16 @@
 /* The memory backend: every algorithm in-process, state per limiter and key.
  *
- * Each limiter has a store under one mutex: a state for calls without a key and a
- * hash table of per-key states. A key's state is created only when it admits
+ * Each limiter has a store. Its shared state (calls without a key) under a rule of
+ * fixed_window, sliding_window, token_bucket or gcra is kept lock-free behind a
+ * version word, alone on its cache lines: a decision reads the version and the
+ * state, then the clock, decides on a copy, and commits an admission with one CAS
+ * of the version (a denial checks the version is unchanged); when another decision
+ * committed in between, it starts again with a fresh clock read. So every decision
+ * sees the clock after every decision before it, as under a lock, and no lock is
+ * held across a clock read. The rest (per-key states, and sliding_log and
+ * concurrency, whose logs grow) is under the store's mutex, with the same rule: the
+ * clock is read before the mutex is taken, and read again when another decision
+ * took the mutex in between. A key's state is created only when it admits
  * something, and states that are back to full capacity are swept out once the
  * table has doubled since the last sweep, so memory follows the keys that are
  * active, not every key ever seen. A key holds one state per band of its rule.
@@ -12,21 +21,44 @@
 #include "backend_memory.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #include "clock.h"
+#include "hand.h"
 
 #define SWEEP_MIN 1024
+#define LINE      128 /* a cache line, or the pair some CPUs fetch together */
+
+/* One band's state kept lock-free: the fields of sluice__state those algorithms use,
+ * each read and written atomically. */
+typedef struct {
+    gint64 started, a, b, c, d;
+} hot_band;
+
+/* The lock-free shared state: alone on its cache lines (no false sharing). */
+typedef struct {
+    guint64 version;          /* even: stable; odd: being written                */
+    const sluice__rule *rule; /* the rule the state is laid out for (interned)   */
+    guint64 generation;       /* resets and reshapes: permits in hand before are void */
+    hot_band bands[1 + SLUICE__MAX_BANDS];
+} __attribute__((aligned(LINE))) hot_state;
 
 struct sluice__memory_store {
-    pthread_mutex_t lock; /* adaptive: spins briefly before it sleeps, as the
-                           * critical section is a few dozen nanoseconds */
-    gboolean shaped;      /* `shape` is set                              */
-    sluice__rule shape;   /* the rule the states below were kept under   */
+    hot_state hot;
+    pthread_mutex_t lock __attribute__((aligned(LINE))); /* adaptive: spins briefly before it
+                                                          * sleeps, as the section is short */
+    guint64 seq;        /* atomic: decisions under the lock so far          */
+    gboolean shaped;    /* `shape` is set                                   */
+    sluice__rule shape; /* the rule the states below were kept under        */
     sluice__state keyless[1 + SLUICE__MAX_BANDS];
-    GHashTable *keyed; /* char * -> keyed_states *                     */
-    guint sweep_at;    /* sweep when the table reaches this size        */
+    GHashTable *keyed;    /* char * -> keyed_states *                         */
+    guint sweep_at;       /* sweep when the table reaches this size           */
+    guint64 fork_version; /* the version hot had when fork() held it          */
 };
+
+static guint64 hot_enter(hot_state *hot);
+static void hot_leave(hot_state *hot, guint64 held);
 
 static GMutex stores_lock;
 static GHashTable *stores; /* every store, for fork(): sluice__memory_stores_lock */
@@ -60,7 +92,7 @@ static void keyless_clear(sluice__memory_store *store)
 
 sluice__memory_store *sluice__memory_store_new(void)
 {
-    sluice__memory_store *store = g_new0(sluice__memory_store, 1);
+    sluice__memory_store *store = g_aligned_alloc0(1, sizeof(sluice__memory_store), LINE);
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
@@ -88,7 +120,7 @@ void sluice__memory_store_free(sluice__memory_store *store)
     g_hash_table_unref(store->keyed);
     keyless_clear(store);
     pthread_mutex_destroy(&store->lock);
-    g_free(store);
+    g_aligned_free(store);
 }
 
 void sluice__memory_stores_lock(void)
@@ -99,8 +131,11 @@ void sluice__memory_stores_lock(void)
     GHashTableIter it;
     gpointer store;
     g_hash_table_iter_init(&it, stores);
-    while (g_hash_table_iter_next(&it, &store, NULL))
-        pthread_mutex_lock(&((sluice__memory_store *)store)->lock);
+    while (g_hash_table_iter_next(&it, &store, NULL)) {
+        sluice__memory_store *s = store;
+        pthread_mutex_lock(&s->lock);
+        s->fork_version = hot_enter(&s->hot); /* no lock-free decision half written */
+    }
 }
 
 void sluice__memory_stores_unlock(void)
@@ -109,8 +144,11 @@ void sluice__memory_stores_unlock(void)
         GHashTableIter it;
         gpointer store;
         g_hash_table_iter_init(&it, stores);
-        while (g_hash_table_iter_next(&it, &store, NULL))
-            pthread_mutex_unlock(&((sluice__memory_store *)store)->lock);
+        while (g_hash_table_iter_next(&it, &store, NULL)) {
+            sluice__memory_store *s = store;
+            hot_leave(&s->hot, s->fork_version);
+            pthread_mutex_unlock(&s->lock);
+        }
     }
     g_mutex_unlock(&stores_lock);
 }
@@ -121,6 +159,135 @@ gsize sluice__memory_store_keys(sluice__memory_store *store)
     gsize n = g_hash_table_size(store->keyed);
     pthread_mutex_unlock(&store->lock);
     return n;
+}
+
+/* The time now_us on the clock of decisions, in µs since the Unix epoch: the
+ * wall clock (read again at each decision, so that a window follows it when it is
+ * set), or under a virtual clock (sluice_clock_set) the virtual time itself, as
+ * on Redis where it replaces TIME. */
+static gint64 since_epoch(gint64 now_us)
+{
+    return sluice__clock_injected() ? now_us : g_get_real_time();
+}
+
+/* ---- the lock-free shared state ----------------------------------------------- */
+
+static gboolean lock_free(const sluice__rule *rule)
+{
+    return rule->algorithm != SLUICE__SLIDING_LOG && rule->algorithm != SLUICE__CONCURRENCY;
+}
+
+/* Waits a little for a writer that holds the version (a few stores long, unless it
+ * was preempted: then the CPU is given up). */
+static void back_off(guint *spins)
+{
+    if (++*spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
+#endif
+    } else {
+        sched_yield();
+    }
+}
+
+/* Acquire and release on the state's words stand for the fences of a seqlock
+ * (which ThreadSanitizer does not model): a word read is read before the version
+ * is checked again, and a word written is written after the version went odd. */
+#define LOAD(x)     __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+
+/* Copies n bands of hot into states (fresh otherwise). */
+static void hot_load(hot_state *hot, sluice__state *states, guint n)
+{
+    memset(states, 0, n * sizeof *states);
+    for (guint i = 0; i < n; i++) {
+        hot_band *b = &hot->bands[i];
+        states[i].started = (gboolean)LOAD(b->started);
+        states[i].a = LOAD(b->a);
+        states[i].b = LOAD(b->b);
+        states[i].c = LOAD(b->c);
+        states[i].d = LOAD(b->d);
+    }
+}
+
+/* Writes n bands of states into hot (the version held). */
+static void hot_store(hot_state *hot, const sluice__state *states, guint n)
+{
+    for (guint i = 0; i < n; i++) {
+        hot_band *b = &hot->bands[i];
+        STORE(b->started, (gint64)states[i].started);
+        STORE(b->a, states[i].a);
+        STORE(b->b, states[i].b);
+        STORE(b->c, states[i].c);
+        STORE(b->d, states[i].d);
+    }
+}
+
+static gboolean hot_same(const sluice__state *x, const sluice__state *y, guint n)
+{
+    for (guint i = 0; i < n; i++)
+        if (x[i].started != y[i].started || x[i].a != y[i].a || x[i].b != y[i].b ||
+            x[i].c != y[i].c || x[i].d != y[i].d)
+            return FALSE;
+    return TRUE;
+}
+
+/* Takes the version from `seen` (even) to odd: TRUE when nothing was committed since. */
+static gboolean hot_claim(hot_state *hot, guint64 seen)
+{
+    return __atomic_compare_exchange_n(&hot->version, &seen, seen + 1, FALSE, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_RELAXED);
+}
+
+/* Holds the version (waiting for a writer to finish); returns what it was. */
+static guint64 hot_enter(hot_state *hot)
+{
+    guint spins = 0;
+    for (;;) {
+        guint64 v = __atomic_load_n(&hot->version, __ATOMIC_RELAXED);
+        if (!(v & 1) && hot_claim(hot, v))
+            return v;
+        back_off(&spins);
+    }
+}
+
+static void hot_leave(hot_state *hot, guint64 held)
+{
+    __atomic_store_n(&hot->version, held + 2, __ATOMIC_RELEASE);
+}
+
+/* Decides on the lock-free shared state, laid out for rule: FALSE (and nothing
+ * decided) when it is laid out for another rule. */
+static gboolean decide_hot(hot_state *hot, const sluice__rule *rule, gint64 permits,
+                           gint64 reserve_us, sluice__verdict *verdict, gint64 *decided_us)
+{
+    guint n = sluice__rule_bands(rule), spins = 0;
+    sluice__state seen[1 + SLUICE__MAX_BANDS], states[1 + SLUICE__MAX_BANDS];
+    for (;;) {
+        guint64 v = __atomic_load_n(&hot->version, __ATOMIC_ACQUIRE);
+        if (v & 1) {
+            back_off(&spins);
+            continue;
+        }
+        if (__atomic_load_n(&hot->rule, __ATOMIC_RELAXED) != rule)
+            return FALSE;
+        hot_load(hot, seen, n);
+        /* the clock after the state: later than every decision committed before */
+        gint64 now = *decided_us = sluice__clock_now();
+        memcpy(states, seen, n * sizeof *states);
+        sluice__decide(rule, states, now, rule->epoch ? since_epoch(now) : now, permits, reserve_us,
+                       verdict);
+        if (hot_same(seen, states, n)) { /* nothing to store: the state must be as read */
+            if (__atomic_load_n(&hot->version, __ATOMIC_RELAXED) == v)
+                return TRUE;
+        } else if (hot_claim(hot, v)) {
+            hot_store(hot, states, n);
+            hot_leave(hot, v);
+            return TRUE;
+        }
+    }
 }
 
 static gboolean same_bands(const sluice__rule *a, const sluice__rule *b)
@@ -152,13 +319,44 @@ static void remap(const sluice__rule *from, const sluice__rule *to, sluice__stat
         sluice__state_clear(&old[i]);
 }
 
+/* How reshape_hot treats the shared state. */
+typedef enum {
+    HOT_KEEP,  /* the same bands: as it is        */
+    HOT_REMAP, /* other bands: those that stay    */
+    HOT_CLEAR, /* another algorithm or per_key     */
+} hot_change;
+
+/* With the lock held: the shared state laid out for rule (hot->rule = rule), the
+ * version held while it changes so that lock-free decisions start again. */
+static void reshape_hot(sluice__memory_store *store, const sluice__rule *rule, hot_change change)
+{
+    hot_state *hot = &store->hot;
+    guint64 held = hot_enter(hot);
+    if (change != HOT_KEEP) {
+        sluice__state old[1 + SLUICE__MAX_BANDS], moved[1 + SLUICE__MAX_BANDS];
+        memset(moved, 0, sizeof moved);
+        if (change == HOT_REMAP) {
+            hot_load(hot, old, sluice__rule_bands(&store->shape));
+            remap(&store->shape, rule, old, moved);
+        }
+        hot_store(hot, moved, G_N_ELEMENTS(moved));
+    }
+    __atomic_store_n(&hot->rule, rule, __ATOMIC_RELAXED);
+    __atomic_store_n(&hot->generation, hot->generation + 1, __ATOMIC_RELAXED);
+    hot_leave(hot, held);
+}
+
 /* With the lock held: forgets every state when the rule keeps state differently,
  * and lays the states out anew when its bands changed. */
 static void reshape(sluice__memory_store *store, const sluice__rule *rule)
 {
+    if (__atomic_load_n(&store->hot.rule, __ATOMIC_RELAXED) == rule)
+        return; /* rules are interned: one pointer per rule */
     if (store->shaped && sluice__rule_same_state(&store->shape, rule)) {
-        if (same_bands(&store->shape, rule))
+        if (same_bands(&store->shape, rule)) {
+            reshape_hot(store, rule, HOT_KEEP);
             return;
+        }
         sluice__state moved[1 + SLUICE__MAX_BANDS] = {{0}};
         remap(&store->shape, rule, store->keyless, moved);
         memcpy(store->keyless, moved, sizeof moved);
@@ -170,11 +368,13 @@ static void reshape(sluice__memory_store *store, const sluice__rule *rule)
             remap(&store->shape, rule, ((keyed_states *)value)->s, k->s);
             g_hash_table_iter_replace(&it, k);
         }
+        reshape_hot(store, rule, HOT_REMAP);
         store->shape = *rule;
         return;
     }
     g_hash_table_remove_all(store->keyed);
     keyless_clear(store);
+    reshape_hot(store, rule, HOT_CLEAR);
     store->shape = *rule;
     store->shaped = TRUE;
     store->sweep_at = SWEEP_MIN;
@@ -192,13 +392,56 @@ static void sweep(sluice__memory_store *store, gint64 now)
     store->sweep_at = MAX(SWEEP_MIN, 2 * g_hash_table_size(store->keyed));
 }
 
-/* The time now_us on the clock of decisions, in µs since the Unix epoch: the
- * wall clock (read again at each decision, so that a window follows it when it is
- * set), or under a virtual clock (sluice_clock_set) the virtual time itself, as
- * on Redis where it replaces TIME. */
-static gint64 since_epoch(gint64 now_us)
+/* Decides `permits` of a rule with prefetch from the thread's hand, or takes the
+ * rule's prefetch from the shared state (keeping the rest in hand), or, when that
+ * is refused, `permits` alone. FALSE as decide_hot. */
+static gboolean decide_ahead(hot_state *hot, const sluice__rule *rule, gint64 permits,
+                             sluice__verdict *verdict)
 {
-    return sluice__clock_injected() ? now_us : g_get_real_time();
+    guint64 generation = __atomic_load_n(&hot->generation, __ATOMIC_RELAXED);
+    if (sluice__hand_take(hot, generation, rule, permits, sluice__clock_now(), verdict))
+        return TRUE;
+    gint64 decided_us;
+    if (!decide_hot(hot, rule, rule->prefetch, 0, verdict, &decided_us))
+        return FALSE;
+    if (verdict->allowed) {
+        gint64 left = rule->prefetch - permits;
+        sluice__hand_keep(hot, generation, rule, left, decided_us, verdict);
+        verdict->remaining += left;
+        return TRUE;
+    }
+    return decide_hot(hot, rule, permits, 0, verdict, &decided_us);
+}
+
+/* The rule a decision follows: the newest, not the caller's (a caller that read
+ * the rule before a reload must not take the state back to the old rule's shape). */
+static const sluice__rule *newest(sluice__limiter *limiter, const sluice__rule *rule)
+{
+    const sluice__rule *current = sluice__limiter_rule(limiter);
+    return current ? current : rule;
+}
+
+/* Takes the store's lock for a change at a time read before it: *now_us (and
+ * *epoch_us, when given) are read first, and again when a change was made under
+ * the lock since, so that changes stay in the order of their times. *rule is the
+ * newest rule then. */
+static void lock_in_order(sluice__memory_store *store, sluice__limiter *limiter,
+                          const sluice__rule **rule, gint64 *now_us, gint64 *epoch_us)
+{
+    for (;;) {
+        guint64 seq = __atomic_load_n(&store->seq, __ATOMIC_ACQUIRE);
+        const sluice__rule *r = newest(limiter, *rule);
+        *now_us = sluice__clock_now();
+        if (epoch_us)
+            *epoch_us = r->epoch ? since_epoch(*now_us) : *now_us;
+        pthread_mutex_lock(&store->lock);
+        if (__atomic_load_n(&store->seq, __ATOMIC_RELAXED) == seq && newest(limiter, *rule) == r) {
+            __atomic_store_n(&store->seq, seq + 1, __ATOMIC_RELAXED);
+            *rule = r;
+            return;
+        }
+        pthread_mutex_unlock(&store->lock);
+    }
 }
 
 static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter,
@@ -209,15 +452,31 @@ static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter
     (void)backend;
     (void)error;
 
-    pthread_mutex_lock(&store->lock);
-    gint64 now = sluice__clock_now(); /* under the lock: times stay in order */
-    /* the newest rule, not the caller's: a caller that read the rule before a
-     * reload must not take the state back to the old rule's shape */
-    const sluice__rule *current = sluice__limiter_rule(limiter);
-    if (current)
-        rule = current;
-    gint64 epoch = rule->epoch ? since_epoch(now) : now;
+    for (;;) {
+        const sluice__rule *r = newest(limiter, rule);
+        if (key || !lock_free(r))
+            break;
+        gint64 decided_us;
+        if (r->prefetch > permits && permits > 0 && reserve_us == 0) {
+            if (decide_ahead(&store->hot, r, permits, verdict))
+                return TRUE;
+        } else if (G_LIKELY(
+                       decide_hot(&store->hot, r, permits, reserve_us, verdict, &decided_us))) {
+            return TRUE;
+        }
+        pthread_mutex_lock(&store->lock); /* laid out for another rule: lay it out anew */
+        reshape(store, newest(limiter, rule));
+        pthread_mutex_unlock(&store->lock);
+    }
+
+    gint64 now, epoch;
+    lock_in_order(store, limiter, &rule, &now, &epoch);
     reshape(store, rule);
+    if (!key && lock_free(rule)) {
+        /* the rule changed to one kept lock-free since it was read */
+        pthread_mutex_unlock(&store->lock);
+        return memory_decide(backend, limiter, rule, key, permits, reserve_us, verdict, error);
+    }
     if (!key) {
         sluice__decide(rule, store->keyless, now, epoch, permits, reserve_us, verdict);
     } else {
@@ -249,14 +508,16 @@ static void memory_release(sluice__backend *backend, sluice__limiter *limiter,
                            const sluice__rule *rule, const char *key, gint64 permits)
 {
     sluice__memory_store *store = limiter->memory;
+    const sluice__rule *caller = rule;
+    gint64 now;
     (void)backend;
 
-    pthread_mutex_lock(&store->lock);
-    if (store->shaped && sluice__rule_same_state(&store->shape, rule)) {
+    lock_in_order(store, limiter, &rule, &now, NULL);
+    if (store->shaped && sluice__rule_same_state(&store->shape, caller)) {
         keyed_states *k = key ? g_hash_table_lookup(store->keyed, key) : NULL;
         sluice__state *state = key ? (k ? k->s : NULL) : store->keyless;
         if (state)
-            sluice__release(rule, state, sluice__clock_now(), permits);
+            sluice__release(caller, state, now, permits);
     }
     pthread_mutex_unlock(&store->lock);
 }
@@ -269,10 +530,18 @@ static gboolean memory_reset(sluice__backend *backend, sluice__limiter *limiter,
     (void)error;
 
     pthread_mutex_lock(&store->lock);
-    if (key)
+    if (key) {
         g_hash_table_remove(store->keyed, key);
-    else
+    } else {
         keyless_clear(store);
+        hot_state *hot = &store->hot;
+        guint64 held = hot_enter(hot);
+        sluice__state fresh[G_N_ELEMENTS(hot->bands)];
+        memset(fresh, 0, sizeof fresh);
+        hot_store(hot, fresh, G_N_ELEMENTS(fresh));
+        __atomic_store_n(&hot->generation, hot->generation + 1, __ATOMIC_RELAXED);
+        hot_leave(hot, held);
+    }
     pthread_mutex_unlock(&store->lock);
     return TRUE;
 }

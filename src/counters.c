@@ -1,9 +1,12 @@
 /* Counting decisions: relaxed atomic counters and a power-of-two latency histogram. */
 #include "counters.h"
 
+#include <string.h>
 #include <time.h>
 
 #define SAMPLE_EVERY 8
+#define STRIPES      8   /* a power of two */
+#define LINE         128 /* a cache line, or the pair some CPUs fetch together */
 
 static __thread guint sample_tick;
 
@@ -77,4 +80,43 @@ void sluice__stats_read(const sluice_stats *stats, sluice_stats *out)
     out->latency_ns_sum = load(&stats->latency_ns_sum);
     for (guint i = 0; i < SLUICE_STATS_BUCKETS; i++)
         out->latency[i] = load(&stats->latency[i]);
+}
+
+struct sluice__counters {
+    struct {
+        sluice_stats stats;
+    } __attribute__((aligned(LINE))) stripes[STRIPES];
+};
+
+static gint threads_seen; /* atomic: stripes handed out, round robin */
+static __thread __attribute__((tls_model("initial-exec"))) guint my_stripe; /* 0: none yet */
+
+sluice__counters *sluice__counters_new(void)
+{
+    return g_aligned_alloc0(1, sizeof(sluice__counters), LINE);
+}
+
+void sluice__counters_free(sluice__counters *counters)
+{
+    g_aligned_free(counters);
+}
+
+sluice_stats *sluice__counters_mine(sluice__counters *counters)
+{
+    if (G_UNLIKELY(my_stripe == 0))
+        my_stripe = (guint)g_atomic_int_add(&threads_seen, 1) % STRIPES + 1;
+    return &counters->stripes[my_stripe - 1].stats;
+}
+
+void sluice__counters_read(const sluice__counters *counters, sluice_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    for (guint i = 0; i < STRIPES; i++) {
+        sluice_stats s;
+        sluice__stats_read(&counters->stripes[i].stats, &s);
+        const guint64 *from = (const guint64 *)&s;
+        guint64 *to = (guint64 *)out;
+        for (gsize k = 0; k < sizeof s / sizeof(guint64); k++)
+            to[k] += from[k];
+    }
 }

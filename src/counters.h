@@ -41,4 +41,15 @@ static inline void sluice__stats_in_process(sluice_stats *stats, gboolean prefet
 /* Copies stats field by field with atomic loads (while others keep counting). */
 void sluice__stats_read(const sluice_stats *stats, sluice_stats *out);
 
+/* A limit's counters in stripes of their own cache lines: a thread counts in its
+ * stripe, so threads that decide on one limit pass no counter between them. */
+typedef struct sluice__counters sluice__counters;
+
+sluice__counters *sluice__counters_new(void);
+void sluice__counters_free(sluice__counters *counters);
+/* The stripe the calling thread counts in. */
+sluice_stats *sluice__counters_mine(sluice__counters *counters);
+/* The sum of every stripe, read as sluice__stats_read does. */
+void sluice__counters_read(const sluice__counters *counters, sluice_stats *out);
+
 #endif

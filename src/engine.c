@@ -38,13 +38,19 @@ void sluice__engine_set_backends(sluice__backend *b, sluice__backend *l, gboolea
     g_atomic_int_set(&denial_cache_on, denial_cache);
 }
 
+/* TRUE when b is a remote backend (one that is not in process). */
+static gboolean remote(sluice__backend *b)
+{
+    return b != g_atomic_pointer_get(&local);
+}
+
 /* TRUE when the verdicts of b for rule may be kept by the denial cache: a remote
- * backend (one that is not in process), not concurrency (a release frees permits
- * early), not a token_bucket reservation, and the cache on. */
+ * backend, not concurrency (a release frees permits early), not a token_bucket
+ * reservation, and the cache on. */
 static gboolean cacheable(sluice__backend *b, const sluice__rule *rule, gint64 reserve_us)
 {
-    return b != g_atomic_pointer_get(&local) && rule->algorithm != SLUICE__CONCURRENCY &&
-           reserve_us == 0 && g_atomic_int_get(&denial_cache_on);
+    return remote(b) && rule->algorithm != SLUICE__CONCURRENCY && reserve_us == 0 &&
+           g_atomic_int_get(&denial_cache_on);
 }
 
 void sluice__engine_inject_failures(guint count, const char *message)
@@ -105,15 +111,24 @@ typedef enum {
     FROM_PREFETCH,     /* permits this process had in hand */
 } verdict_source;
 
+/* Counts a verdict answered in process (from the denial cache or the permits in
+ * hand) in the limiter's stats and in site (may be NULL); from the backend, nothing. */
+static void count_source(sluice__limiter *limiter, sluice_stats *site, verdict_source from)
+{
+    if (from == FROM_BACKEND)
+        return;
+    sluice__stats_in_process(sluice__counters_mine(limiter->counters), from == FROM_PREFETCH);
+    if (site)
+        sluice__stats_in_process(site, from == FROM_PREFETCH);
+}
+
 /* The permits to ask the backend b for when a call wants `permits` under rule: the
  * rule's prefetch when it is more (then the rest is kept in hand), else 0. */
 static gint64 prefetching(sluice__backend *b, const sluice__rule *rule, gint64 permits,
                           gint64 reserve_us)
 {
-    return rule->prefetch > permits && permits > 0 && reserve_us == 0 &&
-                   b != g_atomic_pointer_get(&local)
-               ? rule->prefetch
-               : 0;
+    return rule->prefetch > permits && permits > 0 && reserve_us == 0 && remote(b) ? rule->prefetch
+                                                                                   : 0;
 }
 
 /* Asks the backend for `permits` (sent at `sent`) and keeps a denial in the cache;
@@ -157,7 +172,7 @@ static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const ch
             return TRUE;
         }
     }
-    if (*start < 0 && b != g_atomic_pointer_get(&local))
+    if (*start < 0 && remote(b))
         *start = sluice__stats_clock_ns(); /* every round trip is timed */
     gboolean ok = G_LIKELY(!injected_failure(&failure));
     if (ok && want) {
@@ -216,7 +231,7 @@ void sluice__engine_ask_async(sluice__limiter *limiter, const sluice__rule *rule
     sluice__verdict cached;
     if (keep && sluice__denial_cache_lookup(g_atomic_pointer_get(&limiter->denials), b, rule, key,
                                             permits, sent, &cached)) {
-        sluice__stats_in_process(&limiter->stats, FALSE);
+        count_source(limiter, NULL, FROM_DENIAL_CACHE);
         done(&cached, NULL, data);
         return;
     }
@@ -335,8 +350,7 @@ sluice__outcome sluice__engine_settle(const sluice__rule *rule, const sluice__ve
 gint64 sluice__engine_timing_start(void)
 {
     /* in process a decision costs about two clock reads: time one in eight */
-    gboolean timed =
-        g_atomic_pointer_get(&backend) != g_atomic_pointer_get(&local) || sluice__stats_sample();
+    gboolean timed = remote(g_atomic_pointer_get(&backend)) || sluice__stats_sample();
     return timed ? sluice__stats_clock_ns() : -1;
 }
 
@@ -344,7 +358,7 @@ int sluice__engine_count(sluice__limiter *limiter, sluice_stats *site, sluice__o
                          gboolean waited, gint64 start)
 {
     gint64 elapsed = start >= 0 ? sluice__stats_clock_ns() - start : -1;
-    sluice__stats_count(&limiter->stats, outcome, waited, elapsed);
+    sluice__stats_count(sluice__counters_mine(limiter->counters), outcome, waited, elapsed);
     if (site)
         sluice__stats_count(site, outcome, waited, elapsed);
     switch (outcome) {
@@ -382,11 +396,7 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
     verdict_source from = FROM_BACKEND;
     sluice__outcome outcome =
         decide(limiter, rule, key, permits, wait_us, out, taken, &waited, &from, &start, error);
-    if (from != FROM_BACKEND) {
-        sluice__stats_in_process(&limiter->stats, from == FROM_PREFETCH);
-        if (site)
-            sluice__stats_in_process(site, from == FROM_PREFETCH);
-    }
+    count_source(limiter, site, from);
     return sluice__engine_count(limiter, site, outcome, waited, start);
 }
 

@@ -5,6 +5,7 @@
 #include <glib.h>
 #include <sluice/stats.h>
 
+#include "counters.h"
 #include "rule.h"
 
 typedef struct sluice__memory_store sluice__memory_store;
@@ -21,7 +22,7 @@ typedef struct {
     sluice__denial_cache *denials; /* a remote backend's denials that still hold; made
                                     * at the first, loaded atomically              */
     sluice__prefetch *prefetched;  /* permits in hand (rule prefetch), likewise     */
-    sluice_stats stats;            /* every decision on this name since sluice_init  */
+    sluice__counters *counters;    /* every decision on this name since sluice_init  */
 } sluice__limiter;
 
 /* The part of a limiter at *where (denials, prefetched), made zeroed (size bytes)

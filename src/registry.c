@@ -49,6 +49,7 @@ static void limiter_free(gpointer p)
 {
     sluice__limiter *limiter = p;
     sluice__memory_store_free(limiter->memory);
+    sluice__counters_free(limiter->counters);
     sluice__denial_cache_free(limiter->denials);
     sluice__prefetch_free(limiter->prefetched);
     g_free(limiter->name);
@@ -63,6 +64,7 @@ static sluice__limiter *limiter_for(const char *name)
         limiter = g_new0(sluice__limiter, 1);
         limiter->name = g_strdup(name);
         limiter->memory = sluice__memory_store_new();
+        limiter->counters = sluice__counters_new();
         g_hash_table_insert(limiters, limiter->name, limiter);
         added = TRUE;
     }

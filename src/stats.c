@@ -24,7 +24,7 @@ gboolean sluice_stats_get(const char *name, sluice_stats *out, GError **error)
     }
     sluice__limiter *limiter = sluice__registry_find(name);
     if (limiter) {
-        sluice__stats_read(&limiter->stats, out);
+        sluice__counters_read(limiter->counters, out);
         return TRUE;
     }
     if (!sluice__registry_active()) {
@@ -99,7 +99,9 @@ static gint by_labels(gconstpointer a, gconstpointer b)
 
 static void add_limiter(sluice__limiter *limiter, gpointer limits)
 {
-    g_ptr_array_add(limits, series_new(limiter->name, NULL, &limiter->stats));
+    sluice_stats sum;
+    sluice__counters_read(limiter->counters, &sum);
+    g_ptr_array_add(limits, series_new(limiter->name, NULL, &sum));
 }
 
 static void add_descriptor(const sluice_descriptor *d, gboolean has_rule, gpointer functions)

@@ -1,5 +1,6 @@
 /* Threads: 8 threads hammer one limit for a second on the real clock; the times the
- * limiter used are captured, and no window ever admits more than the rule allows. */
+ * limiter used are captured, and no window ever admits more than the rule allows.
+ * On a stopped clock, threads on one limit admit exactly what one thread would. */
 #include "fixture.h"
 
 #define THREADS      8
@@ -136,6 +137,62 @@ START_TEST(gcra_never_admits_more_than_burst_plus_emission)
 }
 END_TEST
 
+/* ---- exact counts on a stopped clock ------------------------------------------------ */
+
+#define CALLS 2000 /* per thread */
+
+static gint exact_admitted;
+
+static gpointer call_hammered(gpointer data)
+{
+    (void)data;
+    for (int i = 0; i < CALLS; i++)
+        if (sluice_acquire(hammered, NULL, 1, NULL, NULL) == SLUICE_ALLOWED)
+            g_atomic_int_inc(&exact_admitted);
+    return NULL;
+}
+
+/* THREADS x CALLS calls on one shared state while time stands still: exactly the
+ * capacity passes (every algorithm; bands all or nothing), and the stats say so. */
+START_TEST(hot_limits_admit_exactly_their_capacity_under_contention)
+{
+    static const struct {
+        const char *rule;
+        gint admits;
+    } cases[] = {
+        {"algorithm = fixed_window\nlimit = 5000\nwindow = 1h\n", 5000},
+        {"algorithm = sliding_window\nlimit = 5000\nwindow = 1h\n", 5000},
+        {"algorithm = sliding_log\nlimit = 5000\nwindow = 1h\n", 5000},
+        {"algorithm = token_bucket\nlimit = 10\nwindow = 1h\nburst = 5000\n", 5000},
+        {"algorithm = gcra\nlimit = 10\nwindow = 1h\nburst = 5000\n", 5000},
+        {"algorithm = gcra\nlimit = 5000\nwindow = 1h\nbands = 3000/1d\n", 3000},
+        {"algorithm = fixed_window\nlimit = 5000\nwindow = 1h\nbands = 3000/1d, 4000/2d\n", 3000},
+    };
+    for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+        GThread *threads[THREADS];
+        g_autofree char *keyfile = g_strdup_printf("[limit:x]\n%sper_key = false\n", cases[c].rule);
+        fixture_clock_start(G_GINT64_CONSTANT(1000250));
+        fixture_init(keyfile);
+        hammered = "x";
+        exact_admitted = 0;
+        for (int i = 0; i < THREADS; i++)
+            threads[i] = g_thread_new("caller", call_hammered, NULL);
+        for (int i = 0; i < THREADS; i++)
+            g_thread_join(threads[i]);
+        ck_assert_msg(exact_admitted == cases[c].admits, "%s: %d admitted, expected %d",
+                      cases[c].rule, exact_admitted, cases[c].admits);
+        sluice_stats s;
+        ck_assert(sluice_stats_get("x", &s, NULL));
+        ck_assert_uint_eq(s.allowed, (guint64)cases[c].admits);
+        ck_assert_uint_eq(s.denied, (guint64)(THREADS * CALLS - cases[c].admits));
+        sluice_decision d;
+        sluice_acquire("x", NULL, 0, &d, NULL);
+        ck_assert_int_eq(d.remaining, 0);
+        sluice_shutdown();
+    }
+}
+END_TEST
+
 static gpointer hold(gpointer data)
 {
     (void)data;
@@ -267,6 +324,7 @@ int main(void)
     tcase_add_test(tc, sliding_window_never_admits_more_than_the_limit_in_an_aligned_window);
     tcase_add_test(tc, token_bucket_never_admits_more_than_burst_plus_refill);
     tcase_add_test(tc, gcra_never_admits_more_than_burst_plus_emission);
+    tcase_add_test(tc, hot_limits_admit_exactly_their_capacity_under_contention);
     tcase_add_test(tc, concurrency_never_has_more_in_flight_than_the_limit);
     tcase_add_test(tc, reload_rebinds_rules_while_threads_call);
     tcase_add_test(tc, a_child_forked_while_threads_decide_decides_too);
