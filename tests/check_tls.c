@@ -6,6 +6,7 @@
 #include "fixture.h"
 
 #include <dlfcn.h>
+#include <gio/gio.h>
 #include <glib/gstdio.h>
 #include <netdb.h>
 #include <string.h>
@@ -89,16 +90,25 @@ static int clients_on(const test_redis *redis, int port)
     return n;
 }
 
+/* A server speaking TLS with the good certificate, and sluice_init on it trusting
+ * the test CA, with more [sluice] lines. */
+static test_redis *init_on_tls(const char *more)
+{
+    test_redis *redis = test_tls_start("server", "optional");
+    g_autofree char *url = test_tls_url(redis);
+    g_autofree char *trust = trusting(more);
+    g_autofree char *path = keyfile(url, trust);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
+    return redis;
+}
+
 /* ---- TLS that works ----------------------------------------------------------------------- */
 
 START_TEST(rediss_decides_over_tls_and_verifies_the_server)
 {
-    test_redis *redis = test_tls_start("server", "optional");
-    g_autofree char *url = test_tls_url(redis);
-    g_autofree char *more = trusting(NULL);
-    g_autofree char *path = keyfile(url, more);
+    test_redis *redis = init_on_tls(NULL);
     g_autoptr(GError) error = NULL;
-    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
     sluice_decision d;
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(sluice_acquire("t", NULL, 1, &d, &error), SLUICE_ALLOWED);
@@ -279,12 +289,8 @@ END_TEST
 
 START_TEST(a_server_stopped_during_the_handshake_costs_a_call_its_timeout)
 {
-    test_redis *redis = test_tls_start("server", "optional");
-    g_autofree char *url = test_tls_url(redis);
-    g_autofree char *more = trusting("timeout = 300ms\n");
-    g_autofree char *path = keyfile(url, more);
+    test_redis *redis = init_on_tls("timeout = 300ms\n");
     g_autoptr(GError) error = NULL;
-    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
     ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, &error), SLUICE_ALLOWED);
     /* the connection goes; the next call's new one meets a server that accepts
      * (the kernel does) but never answers the ClientHello */
@@ -373,6 +379,192 @@ START_TEST(the_sentinels_and_the_master_they_name_are_verified)
 }
 END_TEST
 
+/* ---- fork ----------------------------------------------------------------------------- */
+
+/* The client ids of the connections on the server's TLS port, "id=1 id=7 ". */
+static char *tls_client_ids(const test_redis *redis)
+{
+    redisReply *r = test_redis_command(redis, "CLIENT LIST TYPE normal");
+    ck_assert_ptr_nonnull(r);
+    g_autofree char *laddr = g_strdup_printf("laddr=127.0.0.1:%d ", test_tls_port(redis));
+    g_auto(GStrv) lines = g_strsplit(r->str, "\n", -1);
+    GString *ids = g_string_new(NULL);
+    for (guint i = 0; lines[i]; i++)
+        if (strstr(lines[i], laddr))
+            g_string_append_printf(ids, "%.*s ", (int)strcspn(lines[i], " "), lines[i]);
+    freeReplyObject(r);
+    return g_string_free(ids, FALSE);
+}
+
+/* How many connections the server has accepted since it started (this question's too). */
+static gint64 connections_accepted(const test_redis *redis)
+{
+    redisReply *r = test_redis_command(redis, "INFO stats");
+    ck_assert_ptr_nonnull(r);
+    const char *at = strstr(r->str, "total_connections_received:");
+    ck_assert_ptr_nonnull(at);
+    gint64 n = g_ascii_strtoll(at + strlen("total_connections_received:"), NULL, 10);
+    freeReplyObject(r);
+    return n;
+}
+
+static gboolean child_decides(void)
+{
+    sluice_decision d;
+    return sluice_acquire("c", NULL, 1, &d, NULL) == SLUICE_ALLOWED && d.limit == 1000;
+}
+
+START_TEST(a_forked_child_decides_over_a_tls_connection_of_its_own)
+{
+    test_redis *redis =
+        init_on_tls("[limit:c]\nalgorithm = fixed_window\nlimit = 1000\nwindow = 1h\n");
+    g_autoptr(GError) error = NULL;
+    ck_assert_int_eq(sluice_acquire("c", NULL, 1, NULL, &error), SLUICE_ALLOWED);
+    g_autofree char *parent = tls_client_ids(redis); /* the parent's link, alone */
+    ck_assert_msg(strlen(parent) > 0 && !strchr(strchr(parent, ' ') + 1, 'i'), "%s", parent);
+    gint64 before = connections_accepted(redis);
+
+    /* 4 threads decide on the parent's session while each child decides */
+    int ran = fixture_fork_children("t", 3, 20000, child_decides);
+
+    /* each child made its own connection (and this question one); the parent's
+     * session is whole: the same connection goes on deciding, no new one */
+    ck_assert_int_eq(connections_accepted(redis) - before, ran + 1);
+    ck_assert_int_eq(sluice_acquire("c", NULL, 1, NULL, &error), SLUICE_ALLOWED);
+    g_autofree char *after = tls_client_ids(redis);
+    ck_assert_str_eq(after, parent);
+    sluice_shutdown();
+    test_redis_stop(redis);
+}
+END_TEST
+
+/* ---- the asynchronous API ------------------------------------------------------------- */
+
+typedef struct {
+    int code;
+    GError *error;
+    gboolean done;
+    fixture_stamp at; /* when the callback ran */
+} async_result;
+
+static void on_decided(GObject *source, GAsyncResult *res, gpointer p)
+{
+    (void)source;
+    async_result *r = p;
+    r->at = fixture_stamp_now();
+    r->code = sluice_acquire_finish(res, NULL, &r->error);
+    r->done = TRUE;
+}
+
+/* One sluice_acquire_async of "t" on the default main context, waited for. */
+static void decide_async(async_result *r)
+{
+    *r = (async_result){0};
+    sluice_acquire_async("t", NULL, 1, NULL, on_decided, r);
+    gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC * fixture_time_scale();
+    while (!r->done && g_get_monotonic_time() < end)
+        g_main_context_iteration(NULL, FALSE) || (g_usleep(1000), TRUE);
+    ck_assert_msg(r->done, "no answer in 10 s");
+}
+
+/* A redis-server speaking TLS on tls_port (given: sluice was pointed at it before it
+ * started) with the certificate `name`. */
+static test_redis *start_tls_on(int tls_port, const char *name, const char *auth_clients)
+{
+    g_autofree char *port = g_strdup_printf("%d", tls_port);
+    g_auto(GStrv) args = test_tls_server_args(name, auth_clients, port);
+    test_redis_options options = {.args = (const char *const *)args};
+    return test_redis_start_with(&options);
+}
+
+/* init on a port where no server is yet (init goes on: on_error decides), then a
+ * server there with a certificate sluice must refuse: the asynchronous client meets
+ * it first, in its own handshake. */
+START_TEST(the_asynchronous_api_refuses_each_bad_certificate_with_its_reason)
+{
+    int tls_port = test_redis_free_port();
+    g_autofree char *url = g_strdup_printf("rediss://127.0.0.1:%d/0", tls_port);
+    g_autofree char *more = trusting(NULL);
+    g_autofree char *path = keyfile(url, more);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
+    test_redis *redis = start_tls_on(tls_port, bad[_i].server, "optional");
+    async_result r;
+    decide_async(&r);
+    ck_assert_int_eq(r.code, SLUICE_ERROR);
+    ck_assert_ptr_nonnull(r.error);
+    g_autofree char *says = g_strdup_printf("redis 127.0.0.1:%d: %s", tls_port, bad[_i].says);
+    ck_assert_msg(strstr(r.error->message, says), "'%s' does not say '%s'", r.error->message, says);
+    g_error_free(r.error);
+    sluice_shutdown();
+    test_redis_stop(redis);
+}
+END_TEST
+
+START_TEST(the_asynchronous_api_shows_a_client_certificate_to_tls_auth_clients_yes)
+{
+    int tls_port = test_redis_free_port();
+    g_autofree char *url = g_strdup_printf("rediss://127.0.0.1:%d/0", tls_port);
+    g_autofree char *cert = test_tls_file("client.pem");
+    g_autofree char *key = test_tls_file("client.key");
+    g_autofree char *lines = g_strdup_printf("tls_cert_file = %s\ntls_key_file = %s\n", cert, key);
+    g_autofree char *with = trusting(lines);
+    g_autofree char *path = keyfile(url, with);
+    g_autofree char *without = trusting(NULL);
+    g_autofree char *bare = keyfile(url, without);
+    test_redis *redis = start_tls_on(tls_port, "server", "yes");
+    async_result r;
+
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
+    decide_async(&r);
+    ck_assert_msg(r.code == SLUICE_ALLOWED, "%s", r.error ? r.error->message : "denied");
+    sluice_shutdown();
+
+    /* without one: init, before the server is there, goes on; the call says why */
+    test_redis_stop(redis);
+    ck_assert_msg(sluice_init(bare, &error), "%s", error ? error->message : "");
+    redis = start_tls_on(tls_port, "server", "yes");
+    decide_async(&r);
+    ck_assert_int_eq(r.code, SLUICE_ERROR);
+    ck_assert_msg(strstr(r.error->message, "TLS: the server requires a client certificate"), "%s",
+                  r.error->message);
+    g_error_free(r.error);
+    sluice_shutdown();
+    test_redis_stop(redis);
+}
+END_TEST
+
+START_TEST(a_server_stopped_during_the_asynchronous_handshake_costs_a_call_its_timeout)
+{
+    test_redis *redis = init_on_tls("timeout = 300ms\n");
+    async_result r;
+    decide_async(&r); /* the main context's connection, made */
+    ck_assert_msg(r.code == SLUICE_ALLOWED, "%s", r.error ? r.error->message : "denied");
+    /* the connections go (the loop sees its own close); the next call's new one
+     * meets a server that accepts (the kernel does) but never answers the ClientHello */
+    redisReply *k = test_redis_command(redis, "CLIENT KILL TYPE normal SKIPME yes");
+    freeReplyObject(k);
+    for (int i = 0; i < 50; i++) {
+        g_main_context_iteration(NULL, FALSE);
+        g_usleep(1000);
+    }
+    test_redis_pause(redis);
+    fixture_stamp s = fixture_stamp_now(); /* from before the call to when its callback ran */
+    decide_async(&r);
+    gint64 took = fixture_stamp_took_us(s, r.at);
+    test_redis_resume(redis);
+    ck_assert_int_eq(r.code, SLUICE_ERROR);
+    ck_assert_msg(strstr(r.error->message, "TLS: server did not answer TLS (timed out"), "%s",
+                  r.error->message);
+    ck_assert_msg(took <= (300 + 10) * 1000 * fixture_time_scale(), "took %" G_GINT64_FORMAT " µs",
+                  took);
+    g_error_free(r.error);
+    sluice_shutdown();
+    test_redis_stop(redis);
+}
+END_TEST
+
 /* ---- start-up checks that are not TLS's ------------------------------------------------ */
 
 START_TEST(a_database_the_server_has_not_fails_init)
@@ -458,6 +650,11 @@ int main(void)
     tcase_add_test(tc, rediss_against_a_plaintext_port_fails_init_within_timeout);
     tcase_add_test(tc, a_plaintext_url_against_a_tls_port_fails_clearly_within_timeout);
     tcase_add_test(tc, a_server_stopped_during_the_handshake_costs_a_call_its_timeout);
+    tcase_add_test(tc, a_forked_child_decides_over_a_tls_connection_of_its_own);
+    tcase_add_loop_test(tc, the_asynchronous_api_refuses_each_bad_certificate_with_its_reason, 0,
+                        G_N_ELEMENTS(bad));
+    tcase_add_test(tc, the_asynchronous_api_shows_a_client_certificate_to_tls_auth_clients_yes);
+    tcase_add_test(tc, a_server_stopped_during_the_asynchronous_handshake_costs_a_call_its_timeout);
     tcase_add_test(tc, every_node_of_a_tls_cluster_is_verified);
     tcase_add_test(tc, the_sentinels_and_the_master_they_name_are_verified);
     tcase_add_test(tc, a_database_the_server_has_not_fails_init);

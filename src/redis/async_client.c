@@ -207,6 +207,19 @@ static void connection_fail(connection *c, int code, const char *step, const cha
     connection_close(c, why);
 }
 
+/* Closes c after sending or reading failed (o, saved_errno) at step. A server that
+ * wants a client certificate sluice has not says so (TLS 1.3) after the handshake,
+ * in an alert that the reset connection may lose: that is said instead. */
+static void connection_broke(connection *c, const char *step, sluice__redis_outcome o,
+                             int saved_errno)
+{
+    if (o == SLUICE__REDIS_LOST && c->t->tls && sluice__tls_asked_for_certificate(c->t->tls))
+        connection_fail(c, SLUICE_ERROR_TLS, step, SLUICE__TLS_NEEDS_CERTIFICATE);
+    else
+        connection_fail(c, saved_errno < 0 ? SLUICE_ERROR_TLS : SLUICE_ERROR_BACKEND, step,
+                        sluice__redis_outcome_reason(o, saved_errno));
+}
+
 /* What c's socket is watched for now. */
 static void watch(connection *c)
 {
@@ -232,8 +245,7 @@ static void flush(connection *c)
                                                       &sent, &c->wait, &saved_errno);
     g_byte_array_remove_range(c->out, 0, (guint)sent);
     if (o != SLUICE__REDIS_SENT)
-        connection_fail(c, saved_errno < 0 ? SLUICE_ERROR_TLS : SLUICE_ERROR_BACKEND, "send",
-                        sluice__redis_outcome_reason(o, saved_errno));
+        connection_broke(c, "send", o, saved_errno);
 }
 
 static void append(connection *c, int argc, const char *const *argv, gpointer awaiting)
@@ -381,8 +393,7 @@ static void receive(connection *c)
         c->wait = 0;
         sluice__redis_outcome o = sluice__redis_receive_some(c->t, &got, &c->wait, &saved_errno);
         if (o != SLUICE__REDIS_SENT) {
-            connection_fail(c, saved_errno < 0 ? SLUICE_ERROR_TLS : SLUICE_ERROR_BACKEND, "read",
-                            sluice__redis_outcome_reason(o, saved_errno));
+            connection_broke(c, "read", o, saved_errno);
             return;
         }
         void *reply = NULL;
