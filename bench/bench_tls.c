@@ -6,7 +6,12 @@
  * URL in turn, 1 thread (the latency of every call: p50, p99) and 16 threads (decisions
  * a second) for RUN_NS each; ROUNDS rounds alternate, and the medians are printed with
  * the ratios TLS / plaintext next to their targets (p50 at most 1.25x, rate at least
- * 0.8x once connected). Exits 0 whatever the figures, 1 when it cannot set up. */
+ * 0.8x once connected). Beside them, the CPU each decision cost this process and the
+ * server (getrusage, /proc/PID/stat): what TLS adds on each side, a figure that
+ * other work on the machine moves much less than times. Exits 0 whatever the
+ * figures, 1 when it cannot set up. */
+#include <sys/resource.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -52,8 +57,33 @@ static gpointer decide(gpointer p)
     return NULL;
 }
 
-/* One URL: 1-thread p50 and p99 (µs), 16-thread decisions a second. */
-static gboolean measure(const char *url, const char *ca, double *p50, double *p99, double *rate)
+/* What one URL measured: 1-thread p50 and p99 (µs), 16-thread decisions a second,
+ * and the CPU µs a decision cost this process and the server, with 1 and 16 threads. */
+typedef struct {
+    double p50, p99, rate;
+    double client_1, server_1, client_16, server_16;
+} figures;
+
+/* CPU ns of this process and of the server so far. */
+typedef struct {
+    gint64 client, server;
+} cpu;
+
+static cpu cpu_now(GPid server)
+{
+    return (cpu){bench_rusage_ns(RUSAGE_SELF), bench_process_cpu_ns(server)};
+}
+
+/* µs of CPU a decision cost each side since `from`. */
+static void cpu_per_decision(cpu from, GPid server, gint64 decisions, double *client, double *srv)
+{
+    cpu to = cpu_now(server);
+    *client = (to.client - from.client) / 1000.0 / MAX(decisions, 1);
+    *srv = (to.server - from.server) / 1000.0 / MAX(decisions, 1);
+}
+
+/* One URL's figures, against the server whose pid is server. */
+static gboolean measure(const char *url, const char *ca, GPid server, figures *f)
 {
     g_autofree char *contents = g_strdup_printf(
         "[sluice]\nbackend = redis\nredis = %s\n%s%s%stimeout = 1s\ndenial_cache = false\n"
@@ -66,19 +96,23 @@ static gboolean measure(const char *url, const char *ca, double *p50, double *p9
     }
     sluice_acquire("b", NULL, 1, NULL, NULL); /* connected: the handshake is not timed */
     run one = {.until = bench_now_ns() + RUN_NS, .latencies = g_new(guint32, LATENCIES)};
+    cpu before = cpu_now(server);
     decide(&one);
+    cpu_per_decision(before, server, one.calls, &f->client_1, &f->server_1);
     bench_sort_u32(one.latencies, one.n);
-    *p50 = bench_quantile(one.latencies, one.n, 0.5) / 1000.0;
-    *p99 = bench_quantile(one.latencies, one.n, 0.99) / 1000.0;
+    f->p50 = bench_quantile(one.latencies, one.n, 0.5) / 1000.0;
+    f->p99 = bench_quantile(one.latencies, one.n, 0.99) / 1000.0;
     g_free(one.latencies);
     run many = {.until = bench_now_ns() + RUN_NS};
     gint64 start = bench_now_ns();
+    before = cpu_now(server);
     GThread *threads[THREADS];
     for (int i = 0; i < THREADS; i++)
         threads[i] = g_thread_new("decide", decide, &many);
     for (int i = 0; i < THREADS; i++)
         g_thread_join(threads[i]);
-    *rate = many.calls / ((bench_now_ns() - start) / 1e9);
+    f->rate = many.calls / ((bench_now_ns() - start) / 1e9);
+    cpu_per_decision(before, server, many.calls, &f->client_16, &f->server_16);
     sluice_shutdown();
     return TRUE;
 }
@@ -125,30 +159,43 @@ int main(void)
     printf("one redis-server, plaintext port %d and TLS port %d (TLS 1.3, EC P-256); "
            "token_bucket, every decision an admission; load average %.5s\n",
            server->port, server->ports[1], loadavg ? loadavg : "?");
-    printf("%-10s %8s %8s %12s   (each row %.1f s a figure)\n", "url", "p50 µs", "p99 µs",
-           "16 thr dec/s", RUN_NS / 1e9);
-    double p50[2][ROUNDS], p99[2][ROUNDS], rate[2][ROUNDS];
+    printf("%-10s %8s %8s %12s  %s   (each row %.1f s a figure)\n", "url", "p50 µs", "p99 µs",
+           "16 thr dec/s", "CPU µs a decision, 1 thr / 16 thr: client, server", RUN_NS / 1e9);
+    figures f[2][ROUNDS];
     int code = 0;
     for (int round = 0; round < ROUNDS && code == 0; round++) {
         for (int k = 0; k < 2 && code == 0; k++) {
-            if (!measure(k ? tls : plain, k ? ca : NULL, &p50[k][round], &p99[k][round],
-                         &rate[k][round]))
+            figures *x = &f[k][round];
+            if (!measure(k ? tls : plain, k ? ca : NULL, server->pid, x))
                 code = 1;
             else
-                printf("%-10s %8.1f %8.1f %12.0f\n", k ? "rediss://" : "redis://", p50[k][round],
-                       p99[k][round], rate[k][round]);
+                printf("%-10s %8.1f %8.1f %12.0f  %6.1f %6.1f / %6.1f %6.1f\n",
+                       k ? "rediss://" : "redis://", x->p50, x->p99, x->rate, x->client_1,
+                       x->server_1, x->client_16, x->server_16);
         }
     }
     if (code == 0) {
-        double lat = bench_median(p50[1], ROUNDS) / bench_median(p50[0], ROUNDS);
-        double thr = bench_median(rate[1], ROUNDS) / bench_median(rate[0], ROUNDS);
+        double m[2][6];
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 6; j++) {
+                double v[ROUNDS];
+                for (int round = 0; round < ROUNDS; round++) {
+                    const figures *x = &f[k][round];
+                    const double all[6] = {x->p50,      x->rate,      x->client_1,
+                                           x->server_1, x->client_16, x->server_16};
+                    v[round] = all[j];
+                }
+                m[k][j] = bench_median(v, ROUNDS);
+            }
+        double lat = m[1][0] / m[0][0], thr = m[1][1] / m[0][1];
         printf("\nmedians of %d rounds: p50 %.1f µs plaintext, %.1f µs TLS: %.2fx (target <= "
                "1.25x: %s)\n",
-               ROUNDS, bench_median(p50[0], ROUNDS), bench_median(p50[1], ROUNDS), lat,
-               lat <= 1.25 ? "PASS" : "MISS");
-        printf("16 threads %.0f/s plaintext, %.0f/s TLS: %.2fx (target >= 0.8x: %s)\n",
-               bench_median(rate[0], ROUNDS), bench_median(rate[1], ROUNDS), thr,
-               thr >= 0.8 ? "PASS" : "MISS");
+               ROUNDS, m[0][0], m[1][0], lat, lat <= 1.25 ? "PASS" : "MISS");
+        printf("16 threads %.0f/s plaintext, %.0f/s TLS: %.2fx (target >= 0.8x: %s)\n", m[0][1],
+               m[1][1], thr, thr >= 0.8 ? "PASS" : "MISS");
+        printf("CPU a decision, 1 thread: client %.1f -> %.1f µs, server %.1f -> %.1f µs; "
+               "16 threads: client %.1f -> %.1f µs, server %.1f -> %.1f µs\n",
+               m[0][2], m[1][2], m[0][3], m[1][3], m[0][4], m[1][4], m[0][5], m[1][5]);
     }
     test_redis_stop(server);
     test_remove_dir(dir);

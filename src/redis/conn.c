@@ -131,10 +131,9 @@ sluice__redis_outcome sluice__redis_send(sluice__redis_transport *t, gint64 dead
 sluice__redis_outcome sluice__redis_receive(sluice__redis_transport *t, gint64 deadline,
                                             int *saved_errno)
 {
-    /* plaintext: nothing can be waiting anywhere but in the socket, so wait first
-     * (a recv() that finds nothing costs a system call); TLS: the session may hold
-     * what the socket had */
-    short wait = t->tls ? 0 : POLLIN;
+    /* wait first unless the TLS session holds what the socket had (a recv() that
+     * finds nothing costs a system call) */
+    short wait = t->tls && sluice__tls_pending(t->tls) ? 0 : POLLIN;
     for (;;) {
         if (wait && !sluice__redis_ready(t->fd, wait, deadline))
             return SLUICE__REDIS_TIMED_OUT;

@@ -162,6 +162,9 @@ sluice__tls_context *sluice__tls_context_new(const sluice__tls_settings *s, GErr
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     /* a write may be taken in part, and retried from where it stopped */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* a read takes what the socket has (records' headers and bodies together) in one
+     * recv(), not a header and then its body in two */
+    SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_client_cert_cb(ctx, no_certificate);
     if (!load(ctx, s, error)) {
         SSL_CTX_free(ctx);
@@ -349,17 +352,22 @@ static int ssl_io(sluice__tls *s, gboolean read, void *data, gsize len, short *w
 {
     int n = (int)MIN(len, (gsize)G_MAXINT);
     g_mutex_lock(&s->lock);
-    ERR_clear_error();
+    /* SSL_get_error needs an empty error queue; emptying one that is empty (as it is
+     * unless the program left something there) costs more than looking */
+    if (ERR_peek_error() != 0)
+        ERR_clear_error();
     errno = 0;
     n = read ? SSL_read(s->ssl, data, n) : SSL_write(s->ssl, data, n);
+    if (n > 0) {
+        g_mutex_unlock(&s->lock);
+        return n;
+    }
     int err_errno = errno;
-    int e = n > 0 ? SSL_ERROR_NONE : SSL_get_error(s->ssl, n);
+    int e = SSL_get_error(s->ssl, n);
     unsigned long last = ERR_peek_last_error();
     int reason = ERR_GET_LIB(last) == ERR_LIB_SSL ? ERR_GET_REASON(last) : 0;
     ERR_clear_error();
     g_mutex_unlock(&s->lock);
-    if (n > 0)
-        return n;
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         *wait = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
         return 0;
@@ -388,8 +396,10 @@ sluice__redis_outcome sluice__tls_receive_some(sluice__tls *s, redisReader *read
     char buf[16 * 1024];
     sluice__redis_outcome o = SLUICE__REDIS_SENT;
     *got = 0;
-    /* until the session has nothing more: it may hold what the socket had */
-    for (;;) {
+    /* until the session holds nothing more of what it read from the socket (read
+     * ahead: as much as the socket had, in one recv()); what is still in the socket,
+     * poll() reports. Reading on to EAGAIN would cost a system call a reply. */
+    do {
         int n = ssl_io(s, TRUE, buf, sizeof buf, wait, &o, saved_errno);
         if (n < 0)
             return *got > 0 ? SLUICE__REDIS_SENT : o; /* the failure shows on the next read */
@@ -400,7 +410,16 @@ sluice__redis_outcome sluice__tls_receive_some(sluice__tls *s, redisReader *read
             return SLUICE__REDIS_BROKEN;
         }
         *got += (gsize)n;
-    }
+    } while (sluice__tls_pending(s));
+    return SLUICE__REDIS_SENT;
+}
+
+gboolean sluice__tls_pending(sluice__tls *s)
+{
+    g_mutex_lock(&s->lock);
+    gboolean pending = SSL_has_pending(s->ssl) == 1;
+    g_mutex_unlock(&s->lock);
+    return pending;
 }
 
 gboolean sluice__tls_asked_for_certificate(sluice__tls *s)

@@ -40,11 +40,16 @@ void sluice__tls_handshake_timed_out(sluice__tls *s, const char *what, GError **
  * send while another receives on the same session. */
 sluice__redis_outcome sluice__tls_send_some(sluice__tls *s, const char *data, gsize len,
                                             gsize *sent, short *wait, int *saved_errno);
-/* Reads what has come into reader: SENT with *got bytes (0: wait for *wait), or
- * LOST or BROKEN. A failure of TLS itself is BROKEN with a negative *saved_errno
+/* Reads what has come into reader, until the session holds nothing more of what
+ * it read (the socket may hold more: poll() says): SENT with *got bytes (0: wait
+ * for *wait), or LOST or BROKEN. A failure of TLS itself is BROKEN with a negative *saved_errno
  * that sluice__tls_reason explains. */
 sluice__redis_outcome sluice__tls_receive_some(sluice__tls *s, redisReader *reader, gsize *got,
                                                short *wait, int *saved_errno);
+
+/* TRUE when the session holds bytes read from the socket and not yet returned (a
+ * record, or part of one): read before waiting on the socket, which no longer has them. */
+gboolean sluice__tls_pending(sluice__tls *s);
 
 /* TRUE when the server asked for a client certificate and had none: with TLS 1.3
  * a server that requires one (tls-auth-clients yes) says so after the handshake,
