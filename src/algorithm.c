@@ -252,6 +252,9 @@ static gint64 span_ceil(span a)
 /* k * T, for k >= 0. */
 static span times_t(const rate *t, gint64 k)
 {
+    gint64 p;
+    if (!__builtin_mul_overflow(k, t->tr, &p) && p < t->l)
+        return (span){k * t->tq, p}; /* no carry into whole µs: no division */
     gint64 r, q = muldivmod(k, t->tr, t->l, &r);
     return (span){k * t->tq + q, r};
 }
@@ -259,8 +262,34 @@ static span times_t(const rate *t, gint64 k)
 /* floor(x / T) = floor((x.q * L + x.r) / W), for x >= 0 (the caller bounds it). */
 static gint64 per_t(const rate *t, span x)
 {
+    gint64 p;
+    if (!__builtin_mul_overflow(x.q, t->l, &p) && !__builtin_add_overflow(p, x.r, &p))
+        return p / t->w; /* one division */
     gint64 rest, q = muldivmod(x.q, t->l, t->w, &rest);
     return q + (rest + x.r) / t->w;
+}
+
+/* A rate and its capacity B * T, which cost divisions: each thread keeps those of
+ * the last limit, window and burst it decided on. */
+typedef struct {
+    gint64 limit, window_us, burst; /* 0, 0, 0: none yet */
+    rate t;
+    span capacity;
+} rate_memo;
+
+static __thread __attribute__((tls_model("initial-exec"))) rate_memo memo;
+
+static const rate_memo *rate_memo_of(const sluice__rule *rule)
+{
+    rate_memo *m = &memo;
+    if (m->limit != rule->limit || m->window_us != rule->window_us || m->burst != rule->burst) {
+        m->limit = rule->limit;
+        m->window_us = rule->window_us;
+        m->burst = rule->burst;
+        m->t = rate_of(rule);
+        m->capacity = times_t(&m->t, rule->burst);
+    }
+    return m;
 }
 
 /* The time a state stored as (q, r) in 1/d-ths of a µs, in 1/L-ths: when the limit
@@ -275,7 +304,7 @@ static span stored_time(const rate *t, gint64 q, gint64 r, gint64 d)
 static void token_bucket(const call *c, sluice__verdict *v)
 {
     sluice__state *s = c->s;
-    rate t = rate_of(c->rule);
+    rate t = rate_memo_of(c->rule)->t;
     gint64 burst = c->rule->burst, tokens = burst;
     span now = {c->now, 0}, last = now;
 
@@ -326,9 +355,10 @@ static void token_bucket(const call *c, sluice__verdict *v)
 static void gcra(const call *c, sluice__verdict *v)
 {
     sluice__state *s = c->s;
-    rate t = rate_of(c->rule);
+    const rate_memo *m = rate_memo_of(c->rule);
+    rate t = m->t;
     span now = {c->now, 0}, ttl = {0, 0}; /* ttl = tat - now, at least 0 */
-    span dvt = times_t(&t, c->rule->burst);
+    span dvt = m->capacity;
 
     if (s->started) {
         span tat = stored_time(&t, s->a, s->b, s->d);

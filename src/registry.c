@@ -30,6 +30,16 @@ static gboolean added;                 /* limiters gained a name since publish *
  * may hold them) until shutdown. Names are few, so copies are too. */
 static GHashTable *published;
 static GPtrArray *retired;
+/* Atomic: counts what may change the limiter a name finds (a publish, a clear). */
+static guint generation;
+
+/* The last name this thread found, while generation stays: a lookup of the same
+ * string at the same address costs a comparison, not a hash. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    const char *name;
+    guint generation;
+    sluice__limiter *limiter;
+} last_found;
 
 static guint rule_hash(gconstpointer p)
 {
@@ -94,6 +104,7 @@ static void publish(void)
     while (g_hash_table_iter_next(&it, &name, &limiter))
         g_hash_table_insert(copy, name, limiter);
     GHashTable *old = g_atomic_pointer_exchange(&published, copy);
+    g_atomic_int_inc(&generation);
     if (old)
         g_ptr_array_add(retired, old);
     added = FALSE;
@@ -170,8 +181,16 @@ sluice__limiter *sluice__registry_bind(sluice_descriptor *descriptor)
 
 sluice__limiter *sluice__registry_find(const char *name)
 {
+    guint now = (guint)g_atomic_int_get(&generation);
+    if (last_found.name == name && last_found.generation == now && last_found.limiter &&
+        strcmp(name, last_found.limiter->name) == 0)
+        return last_found.limiter;
     GHashTable *table = g_atomic_pointer_get(&published);
-    return table ? g_hash_table_lookup(table, name) : NULL;
+    sluice__limiter *limiter = table ? g_hash_table_lookup(table, name) : NULL;
+    last_found.name = name;
+    last_found.generation = now;
+    last_found.limiter = limiter;
+    return limiter;
 }
 
 static void unset_rule(gpointer name, gpointer value, gpointer config_rules)
@@ -209,6 +228,7 @@ void sluice__registry_clear(void)
         g_atomic_pointer_set(&d->priv_limiter, NULL);
     if (active) {
         GHashTable *last = g_atomic_pointer_exchange(&published, NULL);
+        g_atomic_int_inc(&generation); /* the limiters go: no thread may find one */
         if (last)
             g_hash_table_unref(last);
         g_ptr_array_unref(retired);
