@@ -4,33 +4,20 @@
  * only time and other callers' admissions change the key's state, and admissions
  * only push the time the permits could pass later (docs/algorithms.md checks this
  * per algorithm). So a denial of N permits answers every call of N or more
- * permits until then. Each limit's cache is a table of SLOTS slots indexed by a
- * hash of the key (a new denial replaces what its slot held). Reading takes no
- * lock (each slot is a seqlock); writers take one of STRIPES locks shared by all
- * caches, which fork() holds. No clock is read here: the caller passes the time. */
+ * permits until then. Each limit's cache is a table of keyed slots (key_slots.h;
+ * a new denial replaces what its slot held). Reading takes no lock (each slot is
+ * a seqlock); writers take the slot's stripe, which fork() holds. No clock is
+ * read here: the caller passes the time. */
 #include "denial_cache.h"
 
-#include <string.h>
-
+#include "key_slots.h"
 #include "limiter.h"
 
-#define SLOTS     256 /* per limit: bounded memory whatever the keys */
-#define STRIPES   8   /* writers' locks, shared by every cache: fork() holds them all */
-#define KEY_WORDS (SLUICE__DENIAL_CACHE_MAX_KEY / 8)
 /* A reader that finds its slot being written spins, then yields, then asks the
  * backend: a miss for every write would send a flood's callers to Redis each time
  * one of them stores the denial they all just got. */
 #define SPIN_TRIES 64
 #define WAIT_TRIES 96
-
-/* A key as the table holds it: its bytes in whole words, zero-padded, and its
- * length (NO_KEY: the limit's single shared state). */
-#define NO_KEY G_MAXUINT32
-typedef struct {
-    guint32 len;
-    guint32 hash;
-    guint64 words[KEY_WORDS];
-} packed_key;
 
 /* Readers take no lock: a slot is a seqlock. Its writer (holding the slot's
  * stripe) makes seq odd, changes the fields, and makes it even again; a reader
@@ -38,8 +25,7 @@ typedef struct {
  * and after. Every field is read and written atomically. */
 typedef struct {
     guint seq;
-    guint32 len; /* 0: empty (keys are never empty); NO_KEY: no key */
-    guint64 words[KEY_WORDS];
+    sluice__slot_key key;     /* empty, or the key denied                           */
     gconstpointer backend;    /* the backend that denied (kept until shutdown)    */
     const sluice__rule *rule; /* interned by the registry: equal rules, one pointer */
     gint64 permits;           /* the denied permits (a peek counts as one)        */
@@ -49,10 +35,8 @@ typedef struct {
 } slot;
 
 struct sluice__denial_cache {
-    slot slots[SLOTS];
+    slot slots[SLUICE__KEY_SLOTS];
 };
-
-static GMutex stripes[STRIPES];
 
 /* Acquiring loads and releasing stores order the fields against seq without
  * fences (which ThreadSanitizer does not support); on x86 all are plain moves. */
@@ -69,57 +53,14 @@ void sluice__denial_cache_free(sluice__denial_cache *cache)
     g_free(cache);
 }
 
-/* Packs key (NULL: no key); FALSE for a key too long to keep. */
-static gboolean pack(const char *key, packed_key *k)
-{
-    memset(k->words, 0, sizeof k->words);
-    if (!key) {
-        k->len = NO_KEY;
-        k->hash = 5381;
-        return TRUE;
-    }
-    gsize n = strnlen(key, SLUICE__DENIAL_CACHE_MAX_KEY + 1);
-    if (n > SLUICE__DENIAL_CACHE_MAX_KEY)
-        return FALSE;
-    memcpy(k->words, key, n);
-    guint32 h = 5381;
-    for (gsize i = 0; i < n; i++)
-        h = h * 33 + (guchar)key[i];
-    k->len = (guint32)n;
-    k->hash = h;
-    return TRUE;
-}
-
-static slot *slot_of(sluice__denial_cache *cache, const packed_key *k)
-{
-    return &cache->slots[k->hash % SLOTS];
-}
-
-static GMutex *stripe_of(sluice__denial_cache *cache, const packed_key *k)
-{
-    return &stripes[(GPOINTER_TO_SIZE(cache) / sizeof(slot) + k->hash) % STRIPES];
-}
-
-/* Under the seqlock: TRUE when s holds k (the words a key of k->len uses). */
-static gboolean holds(const slot *s, const packed_key *k)
-{
-    if (LOAD(&s->len) != k->len)
-        return FALSE;
-    guint words = k->len == NO_KEY ? 0 : (k->len + 7) / 8;
-    for (guint i = 0; i < words; i++)
-        if (LOAD(&s->words[i]) != k->words[i])
-            return FALSE;
-    return TRUE;
-}
-
 gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer backend,
                                      const sluice__rule *rule, const char *key, gint64 permits,
                                      gint64 now_us, sluice__verdict *v)
 {
-    packed_key k;
-    if (!cache || !pack(key, &k))
+    sluice__packed_key k;
+    if (!cache || !sluice__key_pack(key, &k))
         return FALSE;
-    slot *s = slot_of(cache, &k);
+    slot *s = &cache->slots[sluice__key_index(&k)];
     gint64 asked = MAX(permits, 1), sent_us, said[5];
     for (guint tries = 0;; tries++) {
         guint before = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
@@ -130,8 +71,8 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
                 g_thread_yield();
             continue;
         }
-        if (!holds(s, &k) || LOAD(&s->backend) != backend || LOAD(&s->rule) != rule ||
-            asked < LOAD(&s->permits) || now_us >= LOAD(&s->until_us))
+        if (!sluice__slot_key_holds(&s->key, &k) || LOAD(&s->backend) != backend ||
+            LOAD(&s->rule) != rule || asked < LOAD(&s->permits) || now_us >= LOAD(&s->until_us))
             return FALSE;
         sent_us = LOAD(&s->sent_us);
         for (guint i = 0; i < G_N_ELEMENTS(said); i++)
@@ -165,22 +106,21 @@ void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backe
                                 const sluice__rule *rule, const char *key, gint64 permits,
                                 gint64 sent_us, const sluice__verdict *v)
 {
-    packed_key k;
+    sluice__packed_key k;
     gint64 holds_us = v->retry_after_us >= 0 ? v->retry_after_us : v->reset_after_us;
-    if (v->allowed || holds_us <= 0 || !pack(key, &k))
+    if (v->allowed || holds_us <= 0 || !sluice__key_pack(key, &k))
         return;
-    slot *s = slot_of(cache, &k);
-    GMutex *lock = stripe_of(cache, &k);
+    slot *s = &cache->slots[sluice__key_index(&k)];
+    GMutex *lock = sluice__key_stripe(cache, &k);
     g_mutex_lock(lock);
-    if (holds(s, &k) && LOAD(&s->backend) == backend && LOAD(&s->rule) == rule &&
-        LOAD(&s->permits) <= MAX(permits, 1) && LOAD(&s->until_us) >= sent_us + holds_us) {
+    if (sluice__slot_key_holds(&s->key, &k) && LOAD(&s->backend) == backend &&
+        LOAD(&s->rule) == rule && LOAD(&s->permits) <= MAX(permits, 1) &&
+        LOAD(&s->until_us) >= sent_us + holds_us) {
         g_mutex_unlock(lock); /* what it holds answers every call this denial would */
         return;
     }
     write_begin(s);
-    STORE(&s->len, k.len);
-    for (guint i = 0; i < KEY_WORDS; i++)
-        STORE(&s->words[i], k.words[i]);
+    sluice__slot_key_set(&s->key, &k);
     STORE(&s->backend, backend);
     STORE(&s->rule, rule);
     STORE(&s->permits, MAX(permits, 1));
@@ -195,28 +135,16 @@ void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backe
 
 void sluice__denial_cache_forget(sluice__denial_cache *cache, const char *key)
 {
-    packed_key k;
-    if (!cache || !pack(key, &k))
+    sluice__packed_key k;
+    if (!cache || !sluice__key_pack(key, &k))
         return;
-    slot *s = slot_of(cache, &k);
-    GMutex *lock = stripe_of(cache, &k);
+    slot *s = &cache->slots[sluice__key_index(&k)];
+    GMutex *lock = sluice__key_stripe(cache, &k);
     g_mutex_lock(lock);
-    if (holds(s, &k)) {
+    if (sluice__slot_key_holds(&s->key, &k)) {
         write_begin(s);
         STORE(&s->until_us, G_MININT64);
         write_end(s);
     }
     g_mutex_unlock(lock);
-}
-
-void sluice__denial_cache_fork_lock(void)
-{
-    for (guint i = 0; i < STRIPES; i++)
-        g_mutex_lock(&stripes[i]);
-}
-
-void sluice__denial_cache_fork_unlock(void)
-{
-    for (guint i = 0; i < STRIPES; i++)
-        g_mutex_unlock(&stripes[i]);
 }

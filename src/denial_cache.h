@@ -8,11 +8,9 @@
 #include "algorithm.h"
 #include "rule.h"
 
-/* One limit's cache: a fixed number of slots, so hostile keys cannot grow it. */
+/* One limit's cache: a fixed number of slots, so hostile keys cannot grow it; keys
+ * longer than SLUICE__KEY_SLOTS_MAX_KEY are never cached. */
 typedef struct sluice__denial_cache sluice__denial_cache;
-
-/* Keys longer than this are never cached (their calls go to the backend). */
-#define SLUICE__DENIAL_CACHE_MAX_KEY 128
 
 /* The cache of *slot, made on first use (the pointer is loaded and set atomically). */
 sluice__denial_cache *sluice__denial_cache_of(sluice__denial_cache **slot);
@@ -38,9 +36,5 @@ void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backe
 
 /* Drops what is kept for key (sluice_reset). */
 void sluice__denial_cache_forget(sluice__denial_cache *cache, const char *key);
-
-/* fork(): takes every lock of every cache, or lets them go. */
-void sluice__denial_cache_fork_lock(void);
-void sluice__denial_cache_fork_unlock(void);
 
 #endif

@@ -4,11 +4,11 @@
  *
  * Held: the asynchronous calls' release lock, then the engine's wake lock (a waiting
  * async call takes them in that order), then every memory store's lock (taken with
- * neither of them held), then the denial cache's and the prefetch store's locks
- * (taken with none held); the child forgets the permits its parent had in hand. A
- * memory decision holds its limit's lock most of the time a
- * thread spends in it, so without this a child forked while threads decide would
- * hang on its first decision of that limit. The Redis connections and the keyfile
+ * neither of them held) with its shared state's version, then the stripes of the
+ * denial cache's and the prefetch store's keyed slots (taken with none held); the
+ * child forgets the permits its parent had in hand. Without this a child forked
+ * while threads decide could find a limit's lock taken, or its state half
+ * written, and hang on its first decision of that limit. The Redis connections and the keyfile
  * watcher have their own handlers (their locks nest with none of these). Not held:
  * the lifecycle and registry locks of init, reload and shutdown, and a breaker's
  * lock while it changes state: a child forked in those moments can still hang on
@@ -21,22 +21,21 @@
 
 #include "async.h"
 #include "backend_memory.h"
-#include "denial_cache.h"
-#include "prefetch.h"
 #include "engine.h"
+#include "key_slots.h"
+#include "prefetch.h"
 
 static void before_fork(void)
 {
     sluice__async_fork_lock();
     sluice__engine_fork_lock();
     sluice__memory_stores_lock();
-    sluice__denial_cache_fork_lock();
-    sluice__prefetch_fork_lock();
+    sluice__key_stripes_lock();
 }
 
 static void after_fork_common(void)
 {
-    sluice__denial_cache_fork_unlock();
+    sluice__key_stripes_unlock();
     sluice__memory_stores_unlock();
     sluice__engine_fork_unlock();
     sluice__async_fork_unlock();
@@ -44,7 +43,6 @@ static void after_fork_common(void)
 
 static void after_fork_parent(void)
 {
-    sluice__prefetch_fork_unlock();
     after_fork_common();
 }
 

@@ -4,25 +4,18 @@
  * The backend counted them as admitted when it granted them, so it never admits
  * more than the rule says; what changes is when a permit is used: within
  * prefetch_ttl of being counted (docs/algorithms.md states the bound per
- * algorithm). Each limit's store is a table of SLOTS slots indexed by a hash of
- * the key; a slot holds one key's permits and is guarded by one of STRIPES locks
- * shared by all stores, which fork() holds; a child starts with none in hand (the
- * parent's are the parent's: used by both, they would be used twice). No clock is
- * read here: the caller passes the time. */
+ * algorithm). Each limit's store is a table of keyed slots (key_slots.h); a slot
+ * holds one key's permits and is guarded by its stripe, which fork() holds; a
+ * child starts with none in hand (the parent's are the parent's: used by both,
+ * they would be used twice). No clock is read here: the caller passes the time. */
 #include "prefetch.h"
 
-#include <string.h>
-
+#include "key_slots.h"
 #include "limiter.h"
 
-#define SLOTS   256
-#define STRIPES 8 /* shared by every store: fork() holds them all */
-
 typedef struct {
-    char key[SLUICE__PREFETCH_MAX_KEY + 1];
-    gboolean used;   /* the slot holds a key's permits             */
-    guint forks;     /* `forks` when they were kept                */
-    gboolean no_key; /* the limit's single shared state (key NULL) */
+    sluice__slot_key key; /* empty, or the key whose permits are in hand */
+    guint forks;          /* `forks` when they were kept                */
     gconstpointer backend;
     const sluice__rule *rule; /* interned by the registry: equal rules, one pointer */
     gint64 left;              /* permits in hand                            */
@@ -32,10 +25,9 @@ typedef struct {
 } slot;
 
 struct sluice__prefetch {
-    slot slots[SLOTS];
+    slot slots[SLUICE__KEY_SLOTS];
 };
 
-static GMutex stripes[STRIPES];
 static guint forks; /* under every stripe: fork()s this process is a child of */
 
 sluice__prefetch *sluice__prefetch_of(sluice__prefetch **where)
@@ -49,38 +41,29 @@ void sluice__prefetch_free(sluice__prefetch *store)
 }
 
 /* The slot of key and its lock; FALSE for a key too long to keep. */
-static gboolean locate(sluice__prefetch *store, const char *key, slot **s, GMutex **lock)
+static gboolean locate(sluice__prefetch *store, const char *key, sluice__packed_key *k, slot **s,
+                       GMutex **lock)
 {
-    guint h = 5381;
-    if (key) {
-        gsize n = 0;
-        for (const char *p = key; *p; p++, n++) {
-            if (n == SLUICE__PREFETCH_MAX_KEY)
-                return FALSE;
-            h = h * 33 + (guchar)*p;
-        }
-    }
-    *s = &store->slots[h % SLOTS];
-    *lock = &stripes[(GPOINTER_TO_SIZE(store) / sizeof(slot) + h) % STRIPES];
+    if (!sluice__key_pack(key, k))
+        return FALSE;
+    *s = &store->slots[sluice__key_index(k)];
+    *lock = sluice__key_stripe(store, k);
     return TRUE;
-}
-
-static gboolean holds(const slot *s, const char *key)
-{
-    return s->used && (key ? !s->no_key && strcmp(s->key, key) == 0 : s->no_key);
 }
 
 gboolean sluice__prefetch_take(sluice__prefetch *store, gconstpointer backend,
                                const sluice__rule *rule, const char *key, gint64 permits,
                                gint64 now_us, sluice__verdict *v)
 {
+    sluice__packed_key k;
     slot *s;
     GMutex *lock;
-    if (!store || !locate(store, key, &s, &lock))
+    if (!store || !locate(store, key, &k, &s, &lock))
         return FALSE;
     g_mutex_lock(lock);
-    gboolean taken = holds(s, key) && s->forks == forks && s->backend == backend &&
-                     s->rule == rule && now_us < s->until_us && s->left >= permits;
+    gboolean taken = sluice__slot_key_holds(&s->key, &k) && s->forks == forks &&
+                     s->backend == backend && s->rule == rule && now_us < s->until_us &&
+                     s->left >= permits;
     if (taken) {
         s->left -= permits;
         gint64 aged = MAX(0, now_us - s->sent_us);
@@ -94,15 +77,14 @@ gboolean sluice__prefetch_take(sluice__prefetch *store, gconstpointer backend,
 void sluice__prefetch_keep(sluice__prefetch *store, gconstpointer backend, const sluice__rule *rule,
                            const char *key, gint64 left, gint64 sent_us, const sluice__verdict *v)
 {
+    sluice__packed_key k;
     slot *s;
     GMutex *lock;
-    if (left <= 0 || !locate(store, key, &s, &lock))
+    if (left <= 0 || !locate(store, key, &k, &s, &lock))
         return;
     g_mutex_lock(lock);
-    s->used = TRUE;
+    sluice__slot_key_set(&s->key, &k);
     s->forks = forks;
-    s->no_key = key == NULL;
-    g_strlcpy(s->key, key ? key : "", sizeof s->key);
     s->backend = backend;
     s->rule = rule;
     s->left = left;
@@ -115,30 +97,18 @@ void sluice__prefetch_keep(sluice__prefetch *store, gconstpointer backend, const
 
 void sluice__prefetch_forget(sluice__prefetch *store, const char *key)
 {
+    sluice__packed_key k;
     slot *s;
     GMutex *lock;
-    if (!store || !locate(store, key, &s, &lock))
+    if (!store || !locate(store, key, &k, &s, &lock))
         return;
     g_mutex_lock(lock);
-    if (holds(s, key))
-        s->used = FALSE;
+    if (sluice__slot_key_holds(&s->key, &k))
+        sluice__slot_key_clear(&s->key);
     g_mutex_unlock(lock);
-}
-
-void sluice__prefetch_fork_lock(void)
-{
-    for (guint i = 0; i < STRIPES; i++)
-        g_mutex_lock(&stripes[i]);
 }
 
 void sluice__prefetch_fork_child(void)
 {
     forks++; /* the parent's permits in hand are the parent's */
-    sluice__prefetch_fork_unlock();
-}
-
-void sluice__prefetch_fork_unlock(void)
-{
-    for (guint i = 0; i < STRIPES; i++)
-        g_mutex_unlock(&stripes[i]);
 }

@@ -8,11 +8,9 @@
 #include "algorithm.h"
 #include "rule.h"
 
-/* One limit's permits in hand: a fixed number of slots, so keys cannot grow it. */
+/* One limit's permits in hand: a fixed number of slots, so keys cannot grow it;
+ * keys longer than SLUICE__KEY_SLOTS_MAX_KEY are never prefetched for. */
 typedef struct sluice__prefetch sluice__prefetch;
-
-/* Keys longer than this are never prefetched for (each call goes to the backend). */
-#define SLUICE__PREFETCH_MAX_KEY 128
 
 /* The store of *where, made on first use (the pointer is loaded and set atomically). */
 sluice__prefetch *sluice__prefetch_of(sluice__prefetch **where);
@@ -35,10 +33,8 @@ void sluice__prefetch_keep(sluice__prefetch *store, gconstpointer backend, const
 /* Drops what is in hand for key (sluice_reset). */
 void sluice__prefetch_forget(sluice__prefetch *store, const char *key);
 
-/* fork(): takes every lock of every store, or lets them go (in the child: and
- * forgets every permit in hand). */
-void sluice__prefetch_fork_lock(void);
-void sluice__prefetch_fork_unlock(void);
+/* fork(), in the child, every stripe held (sluice__key_stripes_lock): forgets
+ * every permit in hand. */
 void sluice__prefetch_fork_child(void);
 
 #endif
