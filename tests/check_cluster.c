@@ -483,6 +483,67 @@ START_TEST(a_stale_map_follows_moved_and_ask_on_both_apis)
 }
 END_TEST
 
+/* ---- sluice_shutdown during a TRYAGAIN pause -------------------------------------------- */
+
+#define PAUSED_CALLS 16
+
+static gint paused_done, paused_failed;
+
+static void paused_call_done(GObject *source, GAsyncResult *res, gpointer p)
+{
+    (void)source;
+    (void)p;
+    g_autoptr(GError) error = NULL;
+    paused_failed += sluice_acquire_finish(res, NULL, &error) == SLUICE_ERROR;
+    paused_done++;
+}
+
+START_TEST(calls_in_a_tryagain_pause_fail_at_shutdown_and_touch_nothing_after)
+{
+    test_cluster *c = test_cluster_start(NULL);
+    init_on(c, "deny", 2000, "[limit:api]\nalgorithm = sliding_log\nlimit = 100\nwindow = 1h\n");
+    ck_assert_int_eq(sluice_acquire("api", "half", 1, NULL, NULL), SLUICE_ALLOWED);
+    /* the slot half moved and left so: the state key on the importing master, the
+     * :seq key on the migrating one; each answers the call's two keys with TRYAGAIN
+     * (Redis 7: some but not all of them here), so the calls go round pause after
+     * pause of TRY_AGAIN_PAUSE_MS until their timeout */
+    guint slot = slot_of("api", "half");
+    int from = master_index(c, slot), to = (from + 1) % 3;
+    g_autofree char *from_id = id_of(c, from), *to_id = id_of(c, to);
+    freeReplyObject(
+        test_cluster_command(c, c->node[to], "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id));
+    freeReplyObject(
+        test_cluster_command(c, c->node[from], "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id));
+    redisReply *keys = test_cluster_command(c, c->node[from], "CLUSTER GETKEYSINSLOT %u 10", slot);
+    ck_assert_int_eq(keys->elements, 2);
+    for (size_t i = 0; i < keys->elements; i++)
+        if (!g_str_has_suffix(keys->element[i]->str, ":seq"))
+            freeReplyObject(test_cluster_command(c, c->node[from], "MIGRATE 127.0.0.1 %d %s 0 5000",
+                                                 c->node[to]->port, keys->element[i]->str));
+    freeReplyObject(keys);
+    ck_assert_int_eq(test_cluster_keys(c, c->node[from]), 1);
+
+    /* many calls out at once, most of them in a pause at any moment (a pause is 2 ms,
+     * a round trip a fraction of that) */
+    paused_done = paused_failed = 0;
+    for (int i = 0; i < PAUSED_CALLS; i++)
+        sluice_acquire_async("api", "half", 1, NULL, paused_call_done, NULL);
+    gint64 until = g_get_monotonic_time() + 50000;
+    while (g_get_monotonic_time() < until)
+        g_main_context_iteration(NULL, FALSE);
+    ck_assert_int_eq(paused_done, 0);
+    sluice_shutdown();
+    /* each fails now, not at its timeout (2 s): a pause left behind would fire on the
+     * freed backend (ASan sees it) and its call would end only then */
+    until = g_get_monotonic_time() + 200000;
+    while (g_get_monotonic_time() < until)
+        g_main_context_iteration(NULL, FALSE);
+    ck_assert_int_eq(paused_done, PAUSED_CALLS);
+    ck_assert_int_eq(paused_failed, PAUSED_CALLS);
+    test_cluster_stop(c);
+}
+END_TEST
+
 START_TEST(slots_moved_under_load_fail_no_call_and_admit_no_more)
 {
     test_cluster *c = test_cluster_start(NULL);
@@ -542,6 +603,7 @@ int main(void)
     tcase_add_test(tc, with_full_coverage_every_call_follows_on_error_until_the_failover_ends);
     tcase_add_test(tc, slots_moved_under_load_fail_no_call_and_admit_no_more);
     tcase_add_test(tc, a_stale_map_follows_moved_and_ask_on_both_apis);
+    tcase_add_test(tc, calls_in_a_tryagain_pause_fail_at_shutdown_and_touch_nothing_after);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }

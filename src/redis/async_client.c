@@ -52,6 +52,7 @@ typedef struct {
     sluice__redis_keys keys;
     gboolean over; /* done was called (reply, failure or timeout) */
     GSource *timer;
+    GSource *pause; /* after TRYAGAIN, until send_again; listed in its owner's paused */
     sluice__decided_func done;
     gpointer data;
 } request;
@@ -82,8 +83,9 @@ struct connection {
 };
 
 struct sluice__redis_async {
-    GMutex lock;             /* guards connections */
+    GMutex lock;             /* guards connections and paused */
     GHashTable *connections; /* GMainContext * -> connection * */
+    GQueue paused;           /* request * in a TRYAGAIN pause: in no connection's queue */
 };
 
 sluice__redis_async *sluice__redis_async_new(void)
@@ -305,6 +307,10 @@ static gboolean send_again(gpointer p)
 {
     request *r = p;
     connection *c = r->conn;
+    g_mutex_lock(&c->owner->lock);
+    g_queue_remove(&c->owner->paused, r);
+    g_mutex_unlock(&c->owner->lock);
+    g_clear_pointer(&r->pause, g_source_unref);
     if (r->over) {
         request_free(r); /* it timed out meanwhile */
     } else {
@@ -333,10 +339,12 @@ static gboolean follow(request *r, const redisReply *reply)
     /* TRYAGAIN, or nodes that disagree for a moment: a pause, then the map */
     r->hops = 0;
     g_atomic_int_inc(&r->conn->refs); /* the pause's */
-    GSource *pause = g_timeout_source_new(TRY_AGAIN_PAUSE_MS);
-    g_source_set_callback(pause, send_again, r, NULL);
-    g_source_attach(pause, r->conn->context);
-    g_source_unref(pause);
+    r->pause = g_timeout_source_new(TRY_AGAIN_PAUSE_MS);
+    g_source_set_callback(r->pause, send_again, r, NULL);
+    g_mutex_lock(&r->conn->owner->lock); /* listed: freeing the owner ends the pause */
+    g_queue_push_tail(&r->conn->owner->paused, r);
+    g_mutex_unlock(&r->conn->owner->lock);
+    g_source_attach(r->pause, r->conn->context);
     return TRUE;
 }
 
@@ -662,6 +670,22 @@ void sluice__redis_async_free(sluice__redis_async *a)
         }
     }
     g_list_free(all);
+    /* the calls in a TRYAGAIN pause fail as those awaiting a reply did: their pause
+     * would otherwise send them through nodes and a map that are freed next */
+    request *r;
+    while ((r = g_queue_pop_head(&a->paused))) {
+        connection *c = r->conn;
+        if (c->pid != getpid())
+            continue; /* a forked child's copy of its parent's call: not its own */
+        g_source_destroy(r->pause);
+        g_clear_pointer(&r->pause, g_source_unref);
+        GError *why = NULL;
+        sluice__redis_fail(&why, SLUICE_ERROR_BACKEND, &r->node->endpoint, "close",
+                           "the backend was shut down");
+        conclude(r, NULL, why);
+        request_free(r);
+        connection_unref(c); /* the pause's */
+    }
     g_hash_table_unref(a->connections);
     g_mutex_clear(&a->lock);
     g_free(a);
