@@ -1,14 +1,14 @@
 -- sluice fixed_window: count + permits <= limit in a window of window_us that starts at its first admitted hit, or at a multiple of window_us since the epoch (mirrors src/algorithm.c).
 --
--- EVALSHA sha 2 state_key seq_key op limit window_us burst anchor permits reserve_us now_us
---   [bands shadow_bands (limit window_us burst)...], with 2 keys per band: run_bands (prelude.lua)
+-- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us
+--   [bands shadow_bands (limit window_us burst)...], with 1 key per band: run_bands (prelude.lua)
 --   op: "acquire" | "release" (release does nothing here and answers as a peek)
 --   anchor: "1" = epoch (a new window starts at the last multiple of window_us of now)
 --   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
 -- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased,
 -- shadow_denied}, µs.
 -- State (string, PX = ceil(reset/1000) + 1 ms): start and count, packed (pack_state
--- 'B<d<d'). seq_key is unused.
+-- 'B<d<d').
 
 -- idiv, px, now_us, sizing, zadd_range, pack_state and unpack_state come from
 -- prelude.lua, prepended at build time

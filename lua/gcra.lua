@@ -1,7 +1,7 @@
 -- sluice gcra: the generic cell rate algorithm with redis-cell's CL.THROTTLE semantics, the emission interval exact (mirrors src/algorithm.c).
 --
--- EVALSHA sha 2 state_key seq_key op limit window_us burst anchor permits reserve_us now_us
---   [bands shadow_bands (limit window_us burst)...], with 2 keys per band: run_bands (prelude.lua)
+-- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us
+--   [bands shadow_bands (limit window_us burst)...], with 1 key per band: run_bands (prelude.lua)
 --   op: "acquire" | "release" (release does nothing here and answers as a peek)
 --   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
 -- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased,
@@ -10,7 +10,7 @@
 -- span (µs and 1/d-ths of a µs) and d (= limit when written), packed (pack_state
 -- 'B<d<d<d'); a state of the previous layout (the time in decimal µs) is read as such.
 -- Emission interval T = window / limit, delay variation tolerance = burst * T.
--- anchor, reserve_us and seq_key are unused.
+-- anchor and reserve_us are unused.
 
 -- idiv, px, now_us, sizing, zadd_range, pack_state, unpack_state and the span
 -- helpers come from prelude.lua, prepended at build time

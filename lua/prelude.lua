@@ -160,7 +160,10 @@ end
 -- {allowed, limit, remaining, retry, reset, wait, leased}; commit false decides
 -- as if the call consumed and writes nothing. A rule with bands passes ARGV[9]
 -- bands and ARGV[10] shadow bands, then limit, window_us and burst of each, and
--- KEYS[2i - 1], KEYS[2i] of band i (the rule's own is band 1): every band is
+-- the keys of band i (the rule's own is band 1): KEYS[2i - 1], KEYS[2i] (its state
+-- and its seq key) for sliding_log, KEYS[i] (its state) for the algorithms that need
+-- no seq key, whose `band` gets nil for it (a call names no key it does not use: on a
+-- Cluster a slot half migrated fails a call only when its keys are split). Every band is
 -- decided without writing, then, when every enforced band admits, each takes the
 -- permits (a shadow band only when it admits too). The reply reports the enforced
 -- band with the fewest remaining (the first on a tie), the latest retry (-1 when
@@ -172,19 +175,25 @@ local function run_bands(band)
   local now = now_us()
   local enforced = 1 + tonumber(ARGV[9] or '0')
   local n = enforced + tonumber(ARGV[10] or '0')
+  local per = #KEYS / n -- keys per band: 2 with a seq key, else 1
+  local function keys_of(i)
+    if per == 2 then return KEYS[2 * i - 1], KEYS[2 * i] end
+    return KEYS[i], nil
+  end
   if n == 1 then
-    local r = band(KEYS[1], KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
+    local k, s = keys_of(1)
+    local r = band(k, s, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
                    permits, reserve, now, true)
     r[8] = 0
     return r
   end
   local function spec(i)
+    local k, s = keys_of(i)
     if i == 1 then
-      return KEYS[1], KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+      return k, s, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
     end
     local a = 10 + 3 * (i - 2)
-    return KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
-           tonumber(ARGV[a + 3])
+    return k, s, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   end
   local each, all = {}, true
   for i = 1, n do

@@ -1,13 +1,13 @@
 -- sluice sliding_window: the previous window weighted by its overlap + the current one + permits <= limit, O(1) (mirrors src/algorithm.c).
 --
--- EVALSHA sha 2 state_key seq_key op limit window_us burst anchor permits reserve_us now_us
---   [bands shadow_bands (limit window_us burst)...], with 2 keys per band: run_bands (prelude.lua)
+-- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us
+--   [bands shadow_bands (limit window_us burst)...], with 1 key per band: run_bands (prelude.lua)
 --   op: "acquire" | "release" (release does nothing here and answers as a peek)
 --   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
 -- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased,
 -- shadow_denied}, µs.
 -- State (string, PX = ceil(reset/1000) + 1 ms): start, current and previous, packed
--- (pack_state 'B<d<d<d'), windows aligned to multiples of window_us. seq_key is unused. limit * window_ms < 2^52
+-- (pack_state 'B<d<d<d'), windows aligned to multiples of window_us. limit * window_ms < 2^52
 -- keeps every product exact.
 
 -- idiv, px, now_us, sizing, zadd_range, pack_state and unpack_state come from

@@ -1,7 +1,7 @@
 -- sluice token_bucket: a bucket of burst tokens refilled one per window / limit (exact), with reservations for waiting callers (mirrors src/algorithm.c).
 --
--- EVALSHA sha 2 state_key seq_key op limit window_us burst anchor permits reserve_us now_us
---   [bands shadow_bands (limit window_us burst)...], with 2 keys per band: run_bands (prelude.lua)
+-- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us
+--   [bands shadow_bands (limit window_us burst)...], with 1 key per band: run_bands (prelude.lua)
 --   op: "acquire" | "release" (release does nothing here and answers as a peek)
 --   permits: 0 = peek at one permit; reserve_us > 0: a caller that would be denied
 --   takes its tokens now when they are due within reserve_us (wait_us = when due);
@@ -12,7 +12,6 @@
 -- (µs and 1/d-ths of a µs) and d (= limit when written), packed (pack_state
 -- 'B<d<d<d<d'); tokens may be below 0 while reservations are pending. A state of
 -- the previous layout ('B<d<d': tokens, last in whole µs) is read as such.
--- seq_key is unused.
 
 -- idiv, px, now_us, sizing, zadd_range, pack_state, unpack_state and the span
 -- helpers come from prelude.lua, prepended at build time

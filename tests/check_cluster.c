@@ -421,20 +421,26 @@ static void async_done(GObject *source, GAsyncResult *res, gpointer p)
     *(gboolean *)p = TRUE;
 }
 
-/* One blocking and one asynchronous decision on key; the remaining permits each saw. */
-static void decide_both(const char *key, gint64 *blocking, gint64 *async)
+/* One blocking and one asynchronous decision of limit name on key; the remaining
+ * permits each saw. */
+static void decide_on(const char *name, const char *key, gint64 *blocking, gint64 *async)
 {
     sluice_decision d;
     g_autoptr(GError) error = NULL;
-    ck_assert_msg(sluice_acquire("api", key, 1, &d, &error) == SLUICE_ALLOWED, "%s",
-                  error ? error->message : "denied");
+    ck_assert_msg(sluice_acquire(name, key, 1, &d, &error) == SLUICE_ALLOWED, "%s %s: %s", name,
+                  key, error ? error->message : "denied");
     *blocking = d.remaining;
     gboolean done = FALSE;
-    sluice_acquire_async("api", key, 1, NULL, async_done, &done);
+    sluice_acquire_async(name, key, 1, NULL, async_done, &done);
     while (!done)
         g_main_context_iteration(NULL, TRUE);
     ck_assert_int_eq(async_code, SLUICE_ALLOWED);
     *async = async_decision.remaining;
+}
+
+static void decide_both(const char *key, gint64 *blocking, gint64 *async)
+{
+    decide_on("api", key, blocking, async);
 }
 
 static int master_index(const test_cluster *c, guint slot)
@@ -478,6 +484,51 @@ START_TEST(a_stale_map_follows_moved_and_ask_on_both_apis)
     give_slot(c, slot, (from + 1) % 3);
     decide_both("asked", &blocking, &async);
     ck_assert_int_eq(async, 4);
+    sluice_shutdown();
+    test_cluster_stop(c);
+}
+END_TEST
+
+/* How many TRYAGAIN node has answered (INFO errorstats). */
+static gint64 tryagains(const test_cluster *c, int node)
+{
+    redisReply *r = test_cluster_command(c, c->node[node], "INFO errorstats");
+    ck_assert_msg(r && r->type == REDIS_REPLY_STRING, "INFO errorstats: no answer");
+    const char *at = strstr(r->str, "errorstat_TRYAGAIN:count=");
+    gint64 n = at ? g_ascii_strtoll(at + strlen("errorstat_TRYAGAIN:count="), NULL, 10) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+START_TEST(a_slot_being_migrated_runs_calls_that_need_no_seq_key_on_its_new_master)
+{
+    test_cluster *c = test_cluster_start(NULL);
+    /* the algorithms that write one key a call name only it: once it is migrated, the
+     * old master ASKs and the new one runs the call (a second key named, absent on
+     * both, made the new one answer TRYAGAIN until the move ended) */
+    static const char *const names[] = {"fixed_window", "sliding_window", "token_bucket", "gcra"};
+    GString *rules = g_string_new(NULL);
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++)
+        g_string_append_printf(rules, "[limit:%s]\nalgorithm = %s\nlimit = 10\nwindow = 1h\n",
+                               names[i], names[i]);
+    init_on(c, "deny", 2000, rules->str);
+    g_string_free(rules, TRUE);
+    gint64 blocking, async;
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+        decide_on(names[i], "moving", &blocking, &async);
+        ck_assert_int_eq(async, 8);
+        guint slot = slot_of(names[i], "moving");
+        int from = master_index(c, slot), to = (from + 1) % 3;
+        migrate_slot(c, slot, from, to); /* its key moved, the slot not yet given */
+        gint64 before = tryagains(c, from) + tryagains(c, to);
+        decide_on(names[i], "moving", &blocking, &async);
+        ck_assert_int_eq(blocking, 7); /* the state moved with the key */
+        ck_assert_int_eq(async, 6);
+        ck_assert_int_eq(tryagains(c, from) + tryagains(c, to), before);
+        give_slot(c, slot, to);
+        decide_on(names[i], "moving", &blocking, &async);
+        ck_assert_int_eq(async, 4);
+    }
     sluice_shutdown();
     test_cluster_stop(c);
 }
@@ -604,6 +655,7 @@ int main(void)
     tcase_add_test(tc, slots_moved_under_load_fail_no_call_and_admit_no_more);
     tcase_add_test(tc, a_stale_map_follows_moved_and_ask_on_both_apis);
     tcase_add_test(tc, calls_in_a_tryagain_pause_fail_at_shutdown_and_touch_nothing_after);
+    tcase_add_test(tc, a_slot_being_migrated_runs_calls_that_need_no_seq_key_on_its_new_master);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }

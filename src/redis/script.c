@@ -22,17 +22,22 @@ void sluice__redis_script_init(sluice__redis_script *s, const char *sha, const s
                                gint64 permits, gint64 reserve_us)
 {
     guint bands = rule->n_bands + rule->n_shadow, n = 0, k = 0;
+    /* only these write a seq key; the others name none (see script.h) */
+    gboolean seq = rule->algorithm == SLUICE__SLIDING_LOG || rule->algorithm == SLUICE__CONCURRENCY;
+    gint64 per_band = seq ? 2 : 1;
     s->argv[n++] = "EVALSHA";
     s->argv[n++] = sha;
-    s->argv[n++] = decimal(s, k++, 2 + 2 * (gint64)bands);
+    s->argv[n++] = decimal(s, k++, per_band * (1 + (gint64)bands));
     s->argv[n++] = state_key;
-    s->argv[n++] = seq_key;
+    if (seq)
+        s->argv[n++] = seq_key;
     for (guint i = 0; i < bands; i++) {
         const sluice__band *b = &rule->bands[i];
         s->band_keys[2 * i] = sluice__redis_band_key(state_key, b);
-        s->band_keys[2 * i + 1] = g_strconcat(s->band_keys[2 * i], ":seq", NULL);
         s->argv[n++] = s->band_keys[2 * i];
-        s->argv[n++] = s->band_keys[2 * i + 1];
+        s->band_keys[2 * i + 1] = seq ? g_strconcat(s->band_keys[2 * i], ":seq", NULL) : NULL;
+        if (seq)
+            s->argv[n++] = s->band_keys[2 * i + 1];
     }
     s->argv[n++] = op;
     const gint64 values[] = {rule->limit, rule->window_us, rule->burst,

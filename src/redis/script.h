@@ -7,18 +7,22 @@
 
 #include "algorithm.h"
 
-/* The arguments of a rule without bands; each band adds two keys and three numbers,
- * and a rule with bands two numbers more. */
+/* The arguments of a rule without bands (at most); each band adds up to two keys and
+ * three numbers, and a rule with bands two numbers more. */
 #define SLUICE__REDIS_SCRIPT_ARGC     13
 #define SLUICE__REDIS_SCRIPT_ARGC_MAX (SLUICE__REDIS_SCRIPT_ARGC + 2 + 5 * SLUICE__MAX_BANDS)
 
-/* `EVALSHA sha NKEYS KEY SEQKEY [BANDKEY BANDSEQKEY]... op limit window_us burst
+/* `EVALSHA sha NKEYS KEY [SEQKEY] [BANDKEY [BANDSEQKEY]]... op limit window_us burst
  * anchor permits reserve_us now_us [bands shadow_bands [limit window_us burst]...]`
  * (anchor: 1 for fixed_window's anchor = epoch, else 0; now_us empty: Redis TIME
  * decides; set only under the test clock). A band's keys are the rule's with
  * `:band:LIMIT:WINDOW_US:BURST` after it (the same hash tag), so a band that stays
- * across a reload keeps its state. argv points into the struct itself, so it must
- * not be moved or copied; sluice__redis_script_clear frees what it holds. */
+ * across a reload keeps its state. The seq keys are named for sliding_log and
+ * concurrency only, the algorithms that write them: a call names no key it does not
+ * use, so that on a Cluster a slot being migrated answers it with ASK or runs it, and
+ * TRYAGAIN (some of its keys moved, not all) comes only from keys it really has. argv points into
+ * the struct itself, so it must not be moved or copied; sluice__redis_script_clear frees what it
+ * holds. */
 typedef struct {
     int argc;
     char numbers[10 + 3 * SLUICE__MAX_BANDS][24];
