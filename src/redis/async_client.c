@@ -672,8 +672,12 @@ void sluice__redis_async_free(sluice__redis_async *a)
     g_list_free(all);
     /* the calls in a TRYAGAIN pause fail as those awaiting a reply did: their pause
      * would otherwise send them through nodes and a map that are freed next */
+    g_mutex_lock(&a->lock);
+    GQueue paused = a->paused;
+    g_queue_init(&a->paused);
+    g_mutex_unlock(&a->lock);
     request *r;
-    while ((r = g_queue_pop_head(&a->paused))) {
+    while ((r = g_queue_pop_head(&paused))) {
         connection *c = r->conn;
         if (c->pid != getpid())
             continue; /* a forked child's copy of its parent's call: not its own */
