@@ -11,51 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "failover.h"
 #include "redis_sentinel.h"
 #include "setup.h"
 #include "timing.h"
 
 #define ROUNDS  3
 #define THREADS 4
-
-typedef struct {
-    gint stop;
-    gint calls, failed; /* atomic */
-    GMutex lock;        /* guards the times: */
-    gint64 killed;      /* the master's death; 0 before */
-    gint64 failing;     /* the first call after it that failed */
-    gint64 resumed;     /* the first decision after that */
-} round_state;
-
-static gpointer decide(gpointer data)
-{
-    round_state *r = data;
-    while (!g_atomic_int_get(&r->stop)) {
-        gint64 sent = g_get_monotonic_time();
-        int result = sluice_acquire("bench", NULL, 1, NULL, NULL);
-        gint64 received = g_get_monotonic_time();
-        g_atomic_int_inc(&r->calls);
-        if (result == SLUICE_ERROR)
-            g_atomic_int_inc(&r->failed);
-        g_mutex_lock(&r->lock);
-        if (r->killed && sent >= r->killed) {
-            if (result == SLUICE_ERROR && !r->failing)
-                r->failing = sent;
-            else if (result != SLUICE_ERROR && r->failing && sent > r->failing && !r->resumed)
-                r->resumed = received;
-        }
-        g_mutex_unlock(&r->lock);
-    }
-    return NULL;
-}
-
-static gint64 resumed_at(round_state *r)
-{
-    g_mutex_lock(&r->lock);
-    gint64 t = r->resumed;
-    g_mutex_unlock(&r->lock);
-    return t;
-}
 
 /* One failover; FALSE when it did not happen within 20 s. */
 static gboolean one_round(int n, double *to_switch_ms, double *to_resume_ms)
@@ -74,27 +36,17 @@ static gboolean one_round(int n, double *to_switch_ms, double *to_resume_ms)
     redisContext *subs[3];
     for (int i = 0; i < 3; i++)
         subs[i] = test_sentinel_subscribe(s, i);
-    round_state r = {0};
-    g_mutex_init(&r.lock);
-    GThread *threads[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        threads[i] = g_thread_new("decide", decide, &r);
+    failover_run r = {.name = "bench"};
+    failover_start(&r, THREADS);
     g_usleep(300000);
 
-    gint64 killed = g_get_monotonic_time(), switched = 0;
-    g_mutex_lock(&r.lock);
-    r.killed = killed;
-    g_mutex_unlock(&r.lock);
+    gint64 killed = failover_killed(&r), switched = 0;
     test_redis_kill(s->node[0]);
     gboolean ok = test_sentinel_wait_switch(s, subs, 3, 20 * G_USEC_PER_SEC, &switched) != NULL;
-    for (int i = 0; ok && i < 200 && !resumed_at(&r); i++)
-        g_usleep(10000); /* 2 s at most */
-    g_atomic_int_set(&r.stop, 1);
-    for (int i = 0; i < THREADS; i++)
-        g_thread_join(threads[i]);
+    gint64 resumed = ok ? failover_wait_resumed(&r, 2 * G_USEC_PER_SEC) : 0;
+    failover_stop(&r);
     sluice_shutdown();
-    gint64 resumed = resumed_at(&r);
-    g_mutex_clear(&r.lock);
+    failover_clear(&r);
     ok = ok && resumed > 0;
     *to_switch_ms = (double)(switched - killed) / 1000;
     *to_resume_ms = (double)(resumed - killed) / 1000;
