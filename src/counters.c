@@ -8,7 +8,7 @@
 #define STRIPES      8   /* a power of two */
 #define LINE         128 /* a cache line, or the pair some CPUs fetch together */
 
-static __thread guint sample_tick;
+static __thread __attribute__((tls_model("initial-exec"))) guint sample_tick;
 
 gboolean sluice__stats_sample(void)
 {
