@@ -92,7 +92,10 @@ static void keyless_clear(sluice__memory_store *store)
 
 sluice__memory_store *sluice__memory_store_new(void)
 {
+    static gint made; /* atomic */
     sluice__memory_store *store = g_aligned_alloc0(1, sizeof(sluice__memory_store), LINE);
+    /* a store made where a freed one was must not take a thread's hand for its own */
+    store->hot.generation = (guint64)(guint)g_atomic_int_add(&made, 1) << 32;
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
