@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glib/gstdio.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -192,9 +193,22 @@ static void die_with_parent(gpointer parent)
 /* The inode of the socket listening on 127.0.0.1:port (/proc/net/tcp), or 0. */
 static guint64 listening_inode(int port)
 {
-    g_autofree char *text = NULL;
-    if (!g_file_get_contents("/proc/net/tcp", &text, NULL, NULL))
+    /* in reads of a megabyte: the kernel walks the socket table again for each read */
+    int fd = open("/proc/net/tcp", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return 0;
+    g_autoptr(GString) all = g_string_new(NULL);
+    gsize chunk = 1 << 20;
+    for (;;) {
+        gsize had = all->len;
+        g_string_set_size(all, had + chunk);
+        gssize n = read(fd, all->str + had, chunk);
+        g_string_set_size(all, had + (gsize)MAX(n, 0));
+        if (n <= 0)
+            break;
+    }
+    close(fd);
+    const char *text = all->str;
     g_autofree char *local = g_strdup_printf("0100007F:%04X", port);
     g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
     for (guint i = 1; lines[i]; i++) {
@@ -226,19 +240,42 @@ static gboolean listens_on(GPid pid, int port)
     return FALSE;
 }
 
-/* TRUE when the server answers on redis->port (PONG, or NOAUTH to a password it was not
- * told of) and is redis->pid: a server someone else started meanwhile on the same port does
- * not count. */
+/* The password the server was started with: redis->password, or the one its arguments
+ * (--requirepass P) or config file (a line requirepass P) give; NULL when none. */
+static char *password_given(const test_redis *redis)
+{
+    if (redis->password)
+        return g_strdup(redis->password);
+    for (gsize i = 0; redis->args && redis->args[i] && redis->args[i + 1]; i++)
+        if (strcmp(redis->args[i], "--requirepass") == 0)
+            return g_strdup(redis->args[i + 1]);
+    const char *line = redis->config ? strstr(redis->config, "requirepass ") : NULL;
+    if (!line || (line != redis->config && line[-1] != '\n'))
+        return NULL;
+    line += strlen("requirepass ");
+    return g_strndup(line, strcspn(line, " \n"));
+}
+
+/* TRUE when the server answers on redis->port and is redis->pid: a server someone else
+ * started meanwhile on the same port does not count. INFO says which process answers; a
+ * server that refuses INFO (NOAUTH to a password it was not told of) is looked for among
+ * the sockets listening (/proc/net/tcp: slow with many sockets in TIME_WAIT, so last). */
 static gboolean answers_as_itself(const test_redis *redis)
 {
-    redisContext *ctx = test_redis_connect(redis, NULL);
-    redisReply *r = ctx && !ctx->err ? redisCommand(ctx, "PING") : NULL;
+    g_autofree char *password = password_given(redis);
+    redisContext *ctx = test_redis_connect(redis, password);
+    redisReply *r = ctx && !ctx->err ? redisCommand(ctx, "INFO server") : NULL;
     gboolean answers = r != NULL;
+    const char *said = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "process_id:") : NULL;
+    gboolean told = said != NULL;
+    gint64 pid = said ? g_ascii_strtoll(said + strlen("process_id:"), NULL, 10) : 0;
     if (r)
         freeReplyObject(r);
     if (ctx)
         redisFree(ctx);
-    return answers && listens_on(redis->pid, redis->port);
+    if (!answers)
+        return FALSE;
+    return told ? pid == (gint64)redis->pid : listens_on(redis->pid, redis->port);
 }
 
 /* Spawns the server on redis->ports; TRUE once it answers as itself (within 5 s); FALSE when a
@@ -275,7 +312,8 @@ static gboolean spawn(test_redis *redis, GError **error)
                        redis->program);
         return FALSE;
     }
-    for (int i = 0; i < 500; i++) {
+    for (gint64 until = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+         g_get_monotonic_time() < until;) {
         if (exited(redis->pid)) { /* a port was taken meanwhile: try others */
             g_spawn_close_pid(redis->pid);
             redis->pid = 0;
