@@ -21,7 +21,8 @@
  * says it is the master, within a few seconds. */
 START_TEST(the_fixture_fails_over_when_the_master_dies)
 {
-    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
+    const test_sentinel_options options = {.password = PASSWORD,
+                                           .sentinel_password = SENTINEL_PASSWORD};
     test_sentinel *s = test_sentinel_start(&options);
     ck_assert_ptr_eq(test_sentinel_master(s, 5 * G_USEC_PER_SEC), s->node[0]);
     redisContext *sub = test_sentinel_subscribe(s, 0);
@@ -46,7 +47,8 @@ static test_redis *rogue;     /* a Sentinel that watches the replica as the mast
 
 static void start_shared(void)
 {
-    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
+    const test_sentinel_options options = {.password = PASSWORD,
+                                           .sentinel_password = SENTINEL_PASSWORD};
     shared = test_sentinel_start(&options);
     g_autofree char *config = g_strdup_printf("sentinel monitor %s 127.0.0.1 %d 1\n"
                                               "sentinel auth-pass %s %s\nrequirepass %s\n",
@@ -275,7 +277,8 @@ static gint by_received(gconstpointer a, gconstpointer b)
  * through them for 300 ms already. */
 static void run_start(run *r)
 {
-    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
+    const test_sentinel_options options = {.password = PASSWORD,
+                                           .sentinel_password = SENTINEL_PASSWORD};
     *r = (run){.s = test_sentinel_start(&options),
                .calls = g_array_new(FALSE, FALSE, sizeof(call_record))};
     g_mutex_init(&r->lock);
@@ -532,7 +535,8 @@ START_TEST(a_forked_child_follows_the_failover_with_a_thread_of_its_own)
 {
     if (!CHILD_THREADS)
         return;
-    const test_sentinel_options options = {PASSWORD, SENTINEL_PASSWORD, 0, FALSE};
+    const test_sentinel_options options = {.password = PASSWORD,
+                                           .sentinel_password = SENTINEL_PASSWORD};
     test_sentinel *s = test_sentinel_start(&options);
     g_autofree char *contents =
         keyfile_for(s, SENTINEL_PASSWORD,

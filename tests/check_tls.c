@@ -456,15 +456,25 @@ static void on_decided(GObject *source, GAsyncResult *res, gpointer p)
     r->done = TRUE;
 }
 
-/* One sluice_acquire_async of "t" on the default main context, waited for. */
+/* n sluice_acquire_async of "t" on the default main context (key i: keys[i], or
+ * NULL), waited for. */
+static void decide_async_n(async_result *r, int n, const char *const *keys)
+{
+    for (int i = 0; i < n; i++) {
+        r[i] = (async_result){0};
+        sluice_acquire_async("t", keys ? keys[i] : NULL, 1, NULL, on_decided, &r[i]);
+    }
+    gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC * fixture_time_scale();
+    for (int i = 0; i < n; i++) {
+        while (!r[i].done && g_get_monotonic_time() < end)
+            g_main_context_iteration(NULL, FALSE) || (g_usleep(1000), TRUE);
+        ck_assert_msg(r[i].done, "no answer in 10 s");
+    }
+}
+
 static void decide_async(async_result *r)
 {
-    *r = (async_result){0};
-    sluice_acquire_async("t", NULL, 1, NULL, on_decided, r);
-    gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC * fixture_time_scale();
-    while (!r->done && g_get_monotonic_time() < end)
-        g_main_context_iteration(NULL, FALSE) || (g_usleep(1000), TRUE);
-    ck_assert_msg(r->done, "no answer in 10 s");
+    decide_async_n(r, 1, NULL);
 }
 
 /* A redis-server speaking TLS on tls_port (given: sluice was pointed at it before it
@@ -565,6 +575,84 @@ START_TEST(a_server_stopped_during_the_asynchronous_handshake_costs_a_call_its_t
 }
 END_TEST
 
+/* ---- a node the Cluster or a Sentinel names ------------------------------------------- */
+
+/* The seeds (node 0 and 1) show the good certificate; the third master, which only
+ * CLUSTER SLOTS names, one for another name: its slots fail, on both APIs, saying
+ * why; the others' are decided. */
+START_TEST(a_node_the_cluster_names_is_verified_too)
+{
+    const test_cluster_options options = {.tls = TRUE, .tls_last_cert = "wrong-name"};
+    test_cluster *c = test_cluster_start(&options);
+    g_autofree char *url = test_cluster_url(c);
+    g_autofree char *trust = trusting(NULL);
+    g_autofree char *path = keyfile(url, trust);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "sluice_init: %s", error ? error->message : "");
+    g_autofree char *node =
+        g_strdup_printf("redis 127.0.0.1:%d (cluster slot ", c->node[2]->ports[2]);
+    const char *why = "TLS: certificate does not match 127.0.0.1";
+
+    /* asynchronous first: the node's breaker has not met it yet */
+    char *keys[12];
+    async_result r[G_N_ELEMENTS(keys)];
+    for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
+        keys[i] = g_strdup_printf("user-%u", i);
+    decide_async_n(r, G_N_ELEMENTS(keys), (const char *const *)keys);
+    int refused = 0;
+    for (guint i = 0; i < G_N_ELEMENTS(keys); i++) {
+        if (r[i].code == SLUICE_ALLOWED)
+            continue;
+        ck_assert_int_eq(r[i].code, SLUICE_ERROR);
+        ck_assert_msg(strstr(r[i].error->message, node) && strstr(r[i].error->message, why),
+                      "%s: %s", keys[i], r[i].error->message);
+        g_error_free(r[i].error);
+        refused++;
+    }
+    ck_assert_msg(refused > 0 && refused < (int)G_N_ELEMENTS(keys), "%d of %d refused", refused,
+                  (int)G_N_ELEMENTS(keys));
+    sluice_shutdown();
+
+    /* blocking: the first call on the node's slots says why (later ones may meet its
+     * open breaker), every one names the node */
+    ck_assert_msg(sluice_init(path, &error), "sluice_init: %s", error ? error->message : "");
+    refused = 0;
+    for (guint i = 0; i < G_N_ELEMENTS(keys); i++) {
+        GError *e = NULL;
+        int code = sluice_acquire("t", keys[i], 1, NULL, &e);
+        if (code == SLUICE_ALLOWED)
+            continue;
+        ck_assert_int_eq(code, SLUICE_ERROR);
+        ck_assert_msg(strstr(e->message, node) && (refused > 0 || strstr(e->message, why)),
+                      "%s: %s", keys[i], e->message);
+        g_error_free(e);
+        refused++;
+    }
+    ck_assert_int_gt(refused, 0);
+    sluice_shutdown();
+    for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
+        g_free(keys[i]);
+    test_cluster_stop(c);
+}
+END_TEST
+
+/* The Sentinels show the good certificate, the master they name one for another
+ * name: init fails, naming it and why. */
+START_TEST(the_master_a_sentinel_names_is_verified_too)
+{
+    const test_sentinel_options options = {
+        .tls = TRUE, .down_after_ms = 10000, .tls_master_cert = "wrong-name"};
+    test_sentinel *s = test_sentinel_start(&options);
+    g_autofree char *url = test_sentinel_url(s);
+    g_autofree char *trust = trusting(NULL);
+    g_autofree char *path = keyfile(url, trust);
+    g_autofree char *says = g_strdup_printf(
+        "redis 127.0.0.1:%d: TLS: certificate does not match 127.0.0.1", s->node[0]->ports[1]);
+    assert_init_fails(path, SLUICE_ERROR_TLS, says);
+    test_sentinel_stop(s);
+}
+END_TEST
+
 /* ---- start-up checks that are not TLS's ------------------------------------------------ */
 
 START_TEST(a_database_the_server_has_not_fails_init)
@@ -656,6 +744,8 @@ int main(void)
     tcase_add_test(tc, the_asynchronous_api_shows_a_client_certificate_to_tls_auth_clients_yes);
     tcase_add_test(tc, a_server_stopped_during_the_asynchronous_handshake_costs_a_call_its_timeout);
     tcase_add_test(tc, every_node_of_a_tls_cluster_is_verified);
+    tcase_add_test(tc, a_node_the_cluster_names_is_verified_too);
+    tcase_add_test(tc, the_master_a_sentinel_names_is_verified_too);
     tcase_add_test(tc, the_sentinels_and_the_master_they_name_are_verified);
     tcase_add_test(tc, a_database_the_server_has_not_fails_init);
     tcase_add_test(tc, a_resolver_that_does_not_answer_costs_a_call_its_timeout);

@@ -457,7 +457,7 @@ int fixture_run(Suite *suite)
     } else if (fixture_on_sentinel()) {
         /* the master stays the master: a test that pauses it for a while (a hung
          * server) does not make the Sentinels fail over */
-        const test_sentinel_options slow = {NULL, NULL, 10000, fixture_on_tls()};
+        const test_sentinel_options slow = {.down_after_ms = 10000, .tls = fixture_on_tls()};
         sentinel = test_sentinel_start(&slow);
         redis = sentinel->node[0];
     } else if (fixture_on_tls()) { /* the certificates and the server, for the forked tests */

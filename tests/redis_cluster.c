@@ -212,8 +212,8 @@ static char *node_id(const test_cluster *c, const test_redis *node)
 }
 
 /* A cluster-enabled node whose bus port (ports[1]) the starter picks with its own
- * (and its TLS port, ports[2], with tls). */
-static test_redis *start_node(const test_cluster_options *o)
+ * (and its TLS port, ports[2], with tls, showing the certificate `cert`). */
+static test_redis *start_node(const test_cluster_options *o, const char *cert)
 {
     g_autofree char *timeout = g_strdup_printf("%d", o->node_timeout_ms);
     const char *args[] = {"--cluster-enabled", "yes", "--cluster-port", "{port1}",
@@ -225,7 +225,7 @@ static test_redis *start_node(const test_cluster_options *o)
     g_autoptr(GPtrArray) all = g_ptr_array_new();
     for (int i = 0; args[i]; i++)
         g_ptr_array_add(all, (gpointer)args[i]);
-    g_auto(GStrv) tls = o->tls ? test_tls_server_args("server", "optional", "{port2}") : NULL;
+    g_auto(GStrv) tls = o->tls ? test_tls_server_args(cert, "optional", "{port2}") : NULL;
     static const char *const tls_only[] = {"--tls-cluster", "yes", "--tls-replication", "yes"};
     for (int i = 0; tls && tls[i]; i++)
         g_ptr_array_add(all, tls[i]);
@@ -252,7 +252,8 @@ test_cluster *test_cluster_start(const test_cluster_options *options)
     c->tls = o.tls;
 
     for (int i = 0; i < c->n_nodes; i++) {
-        c->node[i] = start_node(&o);
+        gboolean last = i == c->n_nodes - 1 && o.tls_last_cert;
+        c->node[i] = start_node(&o, last ? o.tls_last_cert : "server");
         must(c, c->node[i], "CLUSTER SET-CONFIG-EPOCH %d", i + 1);
     }
     for (int m = 0; m < c->masters; m++)

@@ -9,16 +9,19 @@
 #include "redis_server.h"
 
 typedef struct {
-    int masters;          /* 0 for 3                                              */
-    int replicas;         /* per master                                           */
-    int node_timeout_ms;  /* cluster-node-timeout: 0 for 5 s (a loaded machine must not
-                           * look like a dead node); a failover test sets less   */
-    gboolean partial;     /* cluster-require-full-coverage no: the slots of a dead
-                           * master fail, the others go on                        */
-    const char *password; /* requirepass and masterauth of every node, or NULL    */
-    gboolean tls;         /* every node speaks TLS too (tests/tls_certs.h) on
-                           * ports[2], and the bus and replication are TLS only:
-                           * tls-cluster, tls-replication */
+    int masters;               /* 0 for 3                                              */
+    int replicas;              /* per master                                           */
+    int node_timeout_ms;       /* cluster-node-timeout: 0 for 5 s (a loaded machine must not
+                                * look like a dead node); a failover test sets less   */
+    gboolean partial;          /* cluster-require-full-coverage no: the slots of a dead
+                                * master fail, the others go on                        */
+    const char *password;      /* requirepass and masterauth of every node, or NULL    */
+    gboolean tls;              /* every node speaks TLS too (tests/tls_certs.h) on
+                                * ports[2], and the bus and replication are TLS only:
+                                * tls-cluster, tls-replication */
+    const char *tls_last_cert; /* with tls: the last node's certificate (a name of
+                                * tests/tls_certs.sh), the others' being "server";
+                                * NULL: "server" too */
 } test_cluster_options;
 
 typedef struct {

@@ -107,13 +107,15 @@ static int served_port(const test_sentinel *s, const test_redis *server)
 }
 
 /* A server of the setup: redis-server (config NULL) or redis-sentinel, with args
- * (NULL-ended) and under TLS the arguments that make it speak TLS on ports[1]. */
-static test_redis *start_server(const test_sentinel *s, const char *config, const char *const *args)
+ * (NULL-ended) and under TLS the arguments that make it speak TLS on ports[1] with
+ * the certificate `cert`. */
+static test_redis *start_server(const test_sentinel *s, const char *config, const char *const *args,
+                                const char *cert)
 {
     g_autoptr(GPtrArray) all = g_ptr_array_new();
     for (int i = 0; args && args[i]; i++)
         g_ptr_array_add(all, (gpointer)args[i]);
-    g_auto(GStrv) tls = s->tls ? test_tls_server_args("server", "optional", "{port1}") : NULL;
+    g_auto(GStrv) tls = s->tls ? test_tls_server_args(cert, "optional", "{port1}") : NULL;
     for (int i = 0; tls && tls[i]; i++)
         g_ptr_array_add(all, tls[i]);
     if (tls) {
@@ -165,7 +167,8 @@ test_sentinel *test_sentinel_start(const test_sentinel_options *options)
                             NULL};
     if (!s->password)
         master[2] = NULL;
-    s->node[0] = start_server(s, NULL, master);
+    s->node[0] = start_server(s, NULL, master,
+                              options->tls_master_cert ? options->tls_master_cert : "server");
     g_autofree char *master_port = g_strdup_printf("%d", served_port(s, s->node[0]));
     const char *replica[] = {"--replicaof", "127.0.0.1",
                              master_port,   "--repl-diskless-sync-delay",
@@ -174,7 +177,7 @@ test_sentinel *test_sentinel_start(const test_sentinel_options *options)
                              s->password,   NULL};
     if (!s->password)
         replica[5] = NULL;
-    s->node[1] = start_server(s, NULL, replica);
+    s->node[1] = start_server(s, NULL, replica, "server");
     /* Sentinels learn of replicas from the master's INFO, asked every 10 s: the
      * replica is attached before they ask the first time */
     need(wait_for(s, replica_in_sync, 0, 10 * G_USEC_PER_SEC),
@@ -184,7 +187,7 @@ test_sentinel *test_sentinel_start(const test_sentinel_options *options)
     g_autofree char *config =
         sentinel_config(s, options->down_after_ms > 0 ? options->down_after_ms : 400);
     for (int i = 0; i < 3; i++)
-        s->sentinel[i] = start_server(s, config, NULL);
+        s->sentinel[i] = start_server(s, config, NULL, "server");
     /* the Sentinels find each other through hello messages, every 2 s */
     for (int i = 0; i < 3; i++)
         need(wait_for(s, sentinel_ready, i, 15 * G_USEC_PER_SEC),
