@@ -31,6 +31,7 @@ struct sluice__redis_cluster {
     guint first_asked;                    /* atomic: the node a refresh asks first   */
     GThread *refresher;                   /* refresh_soon's, joined before the next  */
     gint refresher_done;                  /* atomic                                  */
+    gboolean freeing;                     /* under lock: refresh_soon starts no more  */
     char *user, *password;                /* every node's                            */
     sluice__tls_context *tls;             /* rediss+cluster://: every node's, or NULL */
     char *tls_name;                       /* tls_server_name, or NULL: each node's host */
@@ -84,8 +85,14 @@ void sluice__redis_cluster_free(sluice__redis_cluster *c)
 {
     if (!c)
         return;
-    if (c->refresher)
-        g_thread_join(c->refresher);
+    /* freeing a node fails the asynchronous calls still on it, which would ask for
+     * a refresh of the map: none may start, and the one running ends first */
+    g_mutex_lock(&c->lock);
+    c->freeing = TRUE;
+    GThread *refresher = g_steal_pointer(&c->refresher);
+    g_mutex_unlock(&c->lock);
+    if (refresher)
+        g_thread_join(refresher);
     for (gint i = 0; i < c->n_nodes; i++)
         sluice__redis_node_free(c->nodes[i]);
     g_mutex_clear(&c->lock);
@@ -229,6 +236,10 @@ void sluice__redis_cluster_refresh_soon(sluice__redis_cluster *c, gint64 timeout
         SLUICE__CLUSTER_REFRESH_US)
         return;
     g_mutex_lock(&c->lock);
+    if (c->freeing) {
+        g_mutex_unlock(&c->lock);
+        return;
+    }
     if (c->refresher && g_atomic_int_get(&c->refresher_done)) {
         g_thread_join(c->refresher);
         c->refresher = NULL;
