@@ -248,19 +248,27 @@ START_TEST(test_a_hung_redis_does_not_stall_the_loop)
     start();
     fixture_init("[sluice]\ntimeout = 100ms\non_error = deny\n"
                  "[limit:api]\nalgorithm = fixed_window\nlimit = 1000\nwindow = 1h\n");
+    /* connected (a loaded machine may time the first connection out: once more, well
+     * before the breaker's three failures in a row) */
     result warm = {0};
-    sluice_acquire_async("api", NULL, 1, NULL, on_done, &warm);
-    run_until(1, 3000);
+    for (int tries = 0; tries < 2 && warm.code != SLUICE_ALLOWED; tries++) {
+        int before = completed;
+        g_clear_error(&warm.error);
+        warm = (result){0};
+        sluice_acquire_async("api", NULL, 1, NULL, on_done, &warm);
+        run_until(before + 1, 3000);
+    }
     ck_assert_int_eq(warm.code, SLUICE_ALLOWED);
 
     fixture_pause();
     ticks = 0;
     guint ticker = g_timeout_add(10, tick, NULL);
     result r[10] = {0};
+    int base = completed;
     fixture_stamp sent = fixture_stamp_now(); /* the loop runs on this thread */
     for (int i = 0; i < 10; i++)
         sluice_acquire_async("api", NULL, 1, NULL, on_done, &r[i]);
-    run_until(11, 3000);
+    run_until(base + 10, 3000);
     gint64 elapsed_ms = (g_get_monotonic_time() - sent.now_us) / 1000;
     for (int i = 0; i < 10; i++) {
         ck_assert_int_eq(r[i].code, SLUICE_ERROR);
