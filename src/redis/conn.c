@@ -67,6 +67,12 @@ void sluice__redis_transport_free(sluice__redis_transport *t)
     g_free(t);
 }
 
+void sluice__redis_transport_abandon(sluice__redis_transport *t)
+{
+    if (t)
+        close(t->fd);
+}
+
 sluice__redis_outcome sluice__redis_send_some(sluice__redis_transport *t, const char *data,
                                               gsize len, gsize *sent, short *wait, int *saved_errno)
 {

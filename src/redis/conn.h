@@ -48,6 +48,10 @@ sluice__redis_transport *sluice__redis_transport_new(int fd, sluice__tls *tls);
 /* Closes it. A fork child's copy says nothing on the connection (no TLS
  * close_notify): the parent's stays whole. */
 void sluice__redis_transport_free(sluice__redis_transport *t);
+/* In a forked child, a transport a thread of the parent may have been using: closes the
+ * child's copy of its socket and leaks the rest, whose TLS session and reader may be half
+ * way through a call, their lock held by a thread the child does not have. */
+void sluice__redis_transport_abandon(sluice__redis_transport *t);
 
 /* A socket of addr's family, non-blocking and close-on-exec, connecting to addr:
  * its fd (connected, or connecting: wait for POLLOUT, then sluice__redis_connected),

@@ -463,9 +463,9 @@ static void after_fork_child(void)
         if (c && g_atomic_int_get(&c->users) == 1) {
             conn_release(c);
         } else if (c) {
-            /* the child's copy of the socket, and of its TLS session, which must
-             * not say a word on the parent's connection; the rest leaks */
-            sluice__redis_transport_free(c->t);
+            /* the child's copy of the socket, which must not say a word on the
+             * parent's connection (nor its TLS session); the rest leaks */
+            sluice__redis_transport_abandon(c->t);
             c->t = NULL;
         }
         l->connecting = FALSE;
