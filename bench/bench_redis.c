@@ -208,12 +208,13 @@ static char **capture_evalsha(redisContext *ctl, GError **error)
     return argv;
 }
 
-/* Runs argv once on ctl: TRUE when the reply is the script's, and an admission. */
+/* Runs argv once on ctl: TRUE when the reply is the script's (allowed, limit, remaining,
+ * retry, reset, wait, leased, and the reported band), and an admission. */
 static gboolean check_command(redisContext *ctl, char **argv, GError **error)
 {
     int argc = (int)g_strv_length(argv);
     redisReply *r = redisCommandArgv(ctl, argc, (const char **)argv, NULL);
-    gboolean ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 7 &&
+    gboolean ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == SCRIPT_REPLY &&
                   r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
     if (!ok)
         g_set_error(error, BENCH_ERROR, 1, "the captured EVALSHA does not answer an admission: %s",

@@ -46,7 +46,7 @@ static int call_once(const worker *w, redisContext *ctx, int argc)
     int verdict = SLUICE_ERROR;
     if (r && w->kind == CALL_HIREDIS_PING)
         verdict = r->type == REDIS_REPLY_STATUS ? SLUICE_ALLOWED : SLUICE_ERROR;
-    else if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 7)
+    else if (r && r->type == REDIS_REPLY_ARRAY && r->elements == SCRIPT_REPLY)
         verdict = r->element[0]->integer == 1 ? SLUICE_ALLOWED : SLUICE_DENIED;
     if (r)
         freeReplyObject(r);
