@@ -164,13 +164,10 @@ redisReply *fixture_command(const char *key, const char *format, ...)
 {
     test_redis *node = redis ? redis : cluster ? test_cluster_master_of_key(cluster, key) : NULL;
     ck_assert_msg(node, "no server holds %s", key);
-    redisContext *ctx = test_redis_connect(node, cluster ? cluster->password : NULL);
-    ck_assert_msg(ctx && !ctx->err, "cannot connect to port %d", node->port);
     va_list ap;
     va_start(ap, format);
-    redisReply *r = redisvCommand(ctx, format, ap);
+    redisReply *r = test_redis_vcommand(node, format, ap);
     va_end(ap);
-    redisFree(ctx);
     ck_assert_msg(r, "port %d did not answer", node->port);
     return r;
 }

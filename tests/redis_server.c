@@ -515,15 +515,21 @@ char *test_redis_url(const test_redis *redis)
     return g_strdup_printf("redis://127.0.0.1:%d/0", redis->port);
 }
 
-redisReply *test_redis_command(const test_redis *redis, const char *format, ...)
+redisReply *test_redis_vcommand(const test_redis *redis, const char *format, va_list ap)
 {
     redisContext *ctx = test_redis_connect(redis, NULL);
     need(ctx && !ctx->err, "cannot connect to the test redis on port %d", redis->port);
+    redisReply *r = redisvCommand(ctx, format, ap);
+    redisFree(ctx);
+    return r;
+}
+
+redisReply *test_redis_command(const test_redis *redis, const char *format, ...)
+{
     va_list ap;
     va_start(ap, format);
-    redisReply *r = redisvCommand(ctx, format, ap);
+    redisReply *r = test_redis_vcommand(redis, format, ap);
     va_end(ap);
-    redisFree(ctx);
     return r;
 }
 

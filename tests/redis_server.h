@@ -91,6 +91,8 @@ redisContext *test_redis_connect(const test_redis *redis, const char *password);
 /* Runs one command (printf-style, as redisCommand) on a new connection, authenticated as
  * test_redis_connect(redis, NULL) is, and returns the reply. */
 redisReply *test_redis_command(const test_redis *redis, const char *format, ...);
+/* test_redis_command with the arguments in a va_list. */
+redisReply *test_redis_vcommand(const test_redis *redis, const char *format, va_list ap);
 /* How many times the server has run `command` (lower case, e.g. "del") since it started or
  * since the last CONFIG RESETSTAT, from INFO commandstats; -1 when it does not answer. */
 gint64 test_redis_command_calls(const test_redis *redis, const char *command);
