@@ -198,24 +198,60 @@ typedef struct {
     const sluice__rule *rule;
     char *key;
     gint64 permits, reserve_us;
+    gint64 want;   /* the permits asked for to keep the rest in hand, or 0 */
     gboolean keep; /* a denial goes to the denial cache */
     sluice__backend *backend;
-    gint64 sent; /* when the command was sent */
+    gint64 sent; /* when the first command was sent */
+    GMainContext *context;
     sluice__decided_func done;
     gpointer data;
 } asking;
+
+static void asked(const sluice__verdict *v, GError *failure, gpointer p);
+
+/* Sends a's command: for a->want permits when it is not 0, else for a->permits. */
+static void send_async(asking *a)
+{
+    sluice__backend *b = a->backend;
+    gint64 permits = a->want ? a->want : a->permits;
+    gint64 reserve_us = a->want ? 0 : a->reserve_us;
+    GError *failure = NULL;
+    if (b->funcs->decide_async) {
+        b->funcs->decide_async(b, a->limiter, a->rule, a->key, permits, reserve_us, a->context,
+                               asked, a);
+    } else {
+        sluice__verdict v;
+        if (b->funcs->decide(b, a->limiter, a->rule, a->key, permits, reserve_us, &v, &failure))
+            asked(&v, NULL, a);
+        else
+            asked(NULL, failure, a);
+    }
+}
 
 static void asked(const sluice__verdict *v, GError *failure, gpointer p)
 {
     asking *a = p;
     sluice__verdict verdict;
-    if (failure)
+    if (failure) {
         fall_back(a->limiter, a->rule, a->key, a->permits, a->reserve_us, &verdict);
-    else
+    } else if (a->want) {
+        gint64 want = a->want;
+        a->want = 0;
+        if (!v->allowed) { /* not `want`: ask again for what the call needs */
+            send_async(a);
+            return;
+        }
+        /* the backend counted all `want` as admitted; the rest is kept in hand */
+        sluice__prefetch_keep(sluice__prefetch_of(&a->limiter->prefetched), a->backend, a->rule,
+                              a->key, want - a->permits, a->sent, v);
         verdict = *v;
-    if (!failure && a->keep && !v->allowed)
-        sluice__denial_cache_store(sluice__denial_cache_of(&a->limiter->denials), a->backend,
-                                   a->rule, a->key, a->permits, a->sent, v);
+        verdict.remaining += want - a->permits;
+    } else {
+        verdict = *v;
+        if (a->keep && !v->allowed)
+            sluice__denial_cache_store(sluice__denial_cache_of(&a->limiter->denials), a->backend,
+                                       a->rule, a->key, a->permits, a->sent, v);
+    }
     a->done(&verdict, failure, a->data);
     g_free(a->key);
     g_free(a);
@@ -227,28 +263,29 @@ void sluice__engine_ask_async(sluice__limiter *limiter, const sluice__rule *rule
 {
     sluice__backend *b = g_atomic_pointer_get(&backend);
     gboolean keep = cacheable(b, rule, reserve_us);
-    gint64 sent = keep ? sluice__clock_now() : 0;
-    sluice__verdict cached;
+    gint64 want = prefetching(b, rule, permits, reserve_us);
+    gint64 sent = keep || want ? sluice__clock_now() : 0;
+    sluice__verdict near;
+    verdict_source from = FROM_BACKEND;
     if (keep && sluice__denial_cache_lookup(g_atomic_pointer_get(&limiter->denials), b, rule, key,
-                                            permits, sent, &cached)) {
-        count_source(limiter, NULL, FROM_DENIAL_CACHE);
-        done(&cached, NULL, data);
+                                            permits, sent, &near))
+        from = FROM_DENIAL_CACHE;
+    else if (want && sluice__prefetch_take(g_atomic_pointer_get(&limiter->prefetched), b, rule, key,
+                                           permits, sent, &near))
+        from = FROM_PREFETCH;
+    if (from != FROM_BACKEND) {
+        count_source(limiter, NULL, from);
+        done(&near, NULL, data);
         return;
     }
     asking *a = g_new(asking, 1);
-    *a = (asking){limiter, rule, g_strdup(key), permits, reserve_us, keep, b, sent, done, data};
+    *a = (asking){limiter, rule, g_strdup(key), permits, reserve_us, want,
+                  keep,    b,    sent,          context, done,       data};
     GError *failure = NULL;
-    if (injected_failure(&failure)) {
+    if (injected_failure(&failure))
         asked(NULL, failure, a);
-    } else if (b->funcs->decide_async) {
-        b->funcs->decide_async(b, limiter, rule, a->key, permits, reserve_us, context, asked, a);
-    } else {
-        sluice__verdict v;
-        if (b->funcs->decide(b, limiter, rule, key, permits, reserve_us, &v, &failure))
-            asked(&v, NULL, a);
-        else
-            asked(NULL, failure, a);
-    }
+    else
+        send_async(a);
 }
 
 guint64 sluice__engine_releases(void)

@@ -63,6 +63,64 @@ START_TEST(one_round_trip_takes_prefetch_permits)
 }
 END_TEST
 
+/* What an asynchronous decision returned. */
+typedef struct {
+    int code;
+    sluice_decision *d;
+} async_result;
+
+static void async_done(GObject *source, GAsyncResult *result, gpointer data)
+{
+    (void)source;
+    async_result *done = data;
+    done->code = sluice_acquire_finish(result, done->d, NULL);
+}
+
+/* sluice_acquire_async, then runs the default context until it completes. */
+static int acquire_async(const char *key, gint64 permits, sluice_decision *d)
+{
+    async_result done = {99, d};
+    sluice_acquire_async("p", key, permits, NULL, async_done, &done);
+    while (done.code == 99)
+        g_main_context_iteration(NULL, TRUE);
+    return done.code;
+}
+
+/* The asynchronous API takes and hands out permits as the blocking one does, and
+ * shares the permits in hand with it. */
+START_TEST(the_asynchronous_api_takes_prefetch_permits)
+{
+    fixture_clock_start(S);
+    fixture_init(fixed);
+    reset_script_calls();
+    sluice_decision d;
+    ck_assert_int_eq(acquire_async("k", 1, &d), SLUICE_ALLOWED);
+    ck_assert_decision(d, TRUE, 10, 6 + 3, -1, 10000);
+    ck_assert_int_eq(acquire_async("k", 1, &d), SLUICE_ALLOWED);
+    ck_assert_int_eq(sluice_acquire("p", "k", 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(acquire_async("k", 1, &d), SLUICE_ALLOWED);
+    ck_assert_decision(d, TRUE, 10, 0, -1, 10000);
+    ck_assert_int_eq(script_calls(), 1);
+    /* another 4 (Redis: 8 counted), then 2 left: 4 are refused, 1 is asked for */
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(acquire_async("k", 1, &d), SLUICE_ALLOWED);
+    ck_assert_int_eq(script_calls(), 2);
+    ck_assert_int_eq(acquire_async("k", 1, &d), SLUICE_ALLOWED);
+    ck_assert_decision(d, TRUE, 10, 1, -1, 10000);
+    ck_assert_int_eq(script_calls(), 4);
+    /* the last one, then a denial */
+    ck_assert_int_eq(acquire_async("k", 1, &d), SLUICE_ALLOWED);
+    ck_assert_int_eq(acquire_async("k", 1, &d), SLUICE_DENIED);
+    ck_assert_decision(d, FALSE, 10, 0, 10000, 10000);
+    sluice_stats s;
+    ck_assert(sluice_stats_get("p", &s, NULL));
+    ck_assert_uint_eq(s.allowed, 11); /* the warm-up's too */
+    ck_assert_uint_eq(s.prefetched, 6);
+    ck_assert_uint_eq(s.denied, 1);
+    sluice_shutdown();
+}
+END_TEST
+
 /* Permits in hand are used only within prefetch_ttl of being counted (1 s: a tenth
  * of the window); then they are lost (Redis counted them) and the next call asks. */
 START_TEST(permits_in_hand_expire_after_prefetch_ttl)
@@ -212,6 +270,7 @@ int main(void)
     Suite *s = suite_create("prefetch");
     TCase *exact = tcase_create("exact");
     tcase_add_test(exact, one_round_trip_takes_prefetch_permits);
+    tcase_add_test(exact, the_asynchronous_api_takes_prefetch_permits);
     tcase_add_test(exact, permits_in_hand_expire_after_prefetch_ttl);
     tcase_add_test(exact, a_forked_child_starts_with_no_permits_in_hand);
     tcase_add_test(exact, prefetch_is_refused_where_it_has_no_bound);
