@@ -29,8 +29,9 @@ typedef struct {
     guint64 degraded;       /**< a decorated call ran its degrade function or fallback  */
     guint64 cached_denied;  /**< denials answered in process by the denial cache, with no
                              * round trip (also counted in denied or shadow_denied)   */
-    guint64 prefetched;     /**< allowed from permits this process had prefetched, with
-                             * no round trip (also counted in allowed)               */
+    guint64 prefetched;     /**< allowed from permits this process had prefetched from
+                             * Redis, with no round trip (also counted in allowed; a
+                             * memory-backend thread's hand is not counted here)     */
     guint64 latency_ns_sum; /**< total time of the timed decisions */
     guint64 latency[SLUICE_STATS_BUCKETS]; /**< timed decisions by duration, above  */
 } sluice_stats;
