@@ -153,6 +153,7 @@ typedef struct {
     gint64 first_ok_after_promotion_us; /* monotonic, on the victim's slots; 0: none yet */
     gint64 promoted_at;                 /* monotonic; 0 until the replica is master */
     char *first_error_elsewhere;
+    char *exposition_open; /* sluice_stats_prometheus() once the victim's breaker was open */
 } failover;
 
 /* How long the server waited for a CPU while runnable (µs; /proc/PID/schedstat). */
@@ -246,8 +247,18 @@ static void kill_a_master(failover *f, gboolean full, gint64 resume_within_us)
     test_redis *replica = c->node[3 + f->victim];
     test_redis_kill(c->node[f->victim]);
     gint64 killed = g_get_monotonic_time();
-    while (!test_cluster_is_master(c, replica) && g_get_monotonic_time() - killed < 10000000)
+    g_autofree char *victim_open = g_strdup_printf(
+        "sluice_breaker_open{node=\"redis 127.0.0.1:%d\"} 1\n", c->node[f->victim]->port);
+    while (!test_cluster_is_master(c, replica) && g_get_monotonic_time() - killed < 10000000) {
+        if (!f->exposition_open) {
+            char *text = sluice_stats_prometheus();
+            if (strstr(text, victim_open))
+                f->exposition_open = text;
+            else
+                g_free(text);
+        }
         g_usleep(2000);
+    }
     g_mutex_lock(&f->lock);
     f->promoted_at = g_get_monotonic_time();
     g_mutex_unlock(&f->lock);
@@ -285,6 +296,16 @@ static void kill_a_master(failover *f, gboolean full, gint64 resume_within_us)
                   "decisions on the dead master's slots did not resume within %.1f s",
                   resume_within_us / 1e6);
     ck_assert_int_gt(f->errors_on_victim, 0); /* the outage was seen */
+    /* before the replica took over, the dead master's breaker was open and no other */
+    ck_assert_msg(f->exposition_open, "the gauge never showed %s", victim_open);
+    for (int m = 0; m < 3; m++) {
+        g_autofree char *gauge =
+            g_strdup_printf("sluice_breaker_open{node=\"redis 127.0.0.1:%d\"} %d\n",
+                            c->node[m]->port, m == f->victim);
+        ck_assert_msg(strstr(f->exposition_open, gauge), "no %s in:\n%s", gauge,
+                      f->exposition_open);
+    }
+    g_free(f->exposition_open);
 }
 
 START_TEST(a_dead_master_costs_only_its_slots_and_its_replica_takes_over_within_a_second)
