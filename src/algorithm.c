@@ -400,10 +400,11 @@ static void concurrency(const call *c, sluice__verdict *v)
 }
 
 /* One band: decides with `rule` on `state`; dry: as if the call consumed, but
- * without changing the state (the first pass of a rule with bands). */
-static void decide_one(const sluice__rule *rule, sluice__state *state, gint64 now_us,
-                       gint64 epoch_us, gint64 permits, gint64 reserve_us, gboolean dry,
-                       sluice__verdict *v)
+ * without changing the state (the first pass of a rule with bands). Inlined into
+ * the decision of a rule without bands, the common one. */
+static inline __attribute__((always_inline)) void
+decide_one(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 epoch_us,
+           gint64 permits, gint64 reserve_us, gboolean dry, sluice__verdict *v)
 {
     gint64 capacity = sluice__rule_capacity(rule);
     call c = {rule,
@@ -446,15 +447,19 @@ static void decide_one(const sluice__rule *rule, sluice__state *state, gint64 no
     }
 }
 
-/* The rule of band i: the rule's own (0) or one of its bands. */
-static void band_rule(const sluice__rule *rule, guint i, sluice__rule *out)
+/* Band i of rule (its own limit: 0) as decide_one decides it. */
+static __attribute__((noinline)) void decide_band(const sluice__rule *rule, guint i,
+                                                  sluice__state *state, gint64 now_us,
+                                                  gint64 epoch_us, gint64 permits, gboolean dry,
+                                                  sluice__verdict *v)
 {
-    *out = *rule;
-    if (i == 0)
-        return;
-    out->limit = rule->bands[i - 1].limit;
-    out->window_us = rule->bands[i - 1].window_us;
-    out->burst = rule->bands[i - 1].burst;
+    sluice__rule r = *rule;
+    if (i > 0) {
+        r.limit = rule->bands[i - 1].limit;
+        r.window_us = rule->bands[i - 1].window_us;
+        r.burst = rule->bands[i - 1].burst;
+    }
+    decide_one(&r, state, now_us, epoch_us, permits, 0, dry, v);
 }
 
 void sluice__decide(const sluice__rule *rule, sluice__state *states, gint64 now_us, gint64 epoch_us,
@@ -471,11 +476,9 @@ void sluice__decide(const sluice__rule *rule, sluice__state *states, gint64 now_
      * sleeps until the latest band's retry and asks again. */
     guint n = sluice__rule_bands(rule), enforced = 1 + rule->n_bands;
     sluice__verdict each[1 + SLUICE__MAX_BANDS] = {{0}};
-    sluice__rule r;
     gboolean all = TRUE;
     for (guint i = 0; i < n; i++) {
-        band_rule(rule, i, &r);
-        decide_one(&r, &states[i], now_us, epoch_us, permits, 0, TRUE, &each[i]);
+        decide_band(rule, i, &states[i], now_us, epoch_us, permits, TRUE, &each[i]);
         if (i < enforced && !each[i].allowed)
             all = FALSE;
     }
@@ -483,8 +486,7 @@ void sluice__decide(const sluice__rule *rule, sluice__state *states, gint64 now_
         for (guint i = 0; i < n; i++) {
             if (i >= enforced && !each[i].allowed)
                 continue;
-            band_rule(rule, i, &r);
-            decide_one(&r, &states[i], now_us, epoch_us, permits, 0, FALSE, &each[i]);
+            decide_band(rule, i, &states[i], now_us, epoch_us, permits, FALSE, &each[i]);
         }
     }
     /* the band with the fewest remaining (the first on a tie), the latest retry (-1

@@ -2,12 +2,14 @@
  *
  * Each limiter has a store. Its shared state (calls without a key) under a rule of
  * fixed_window, sliding_window, token_bucket or gcra is kept lock-free behind a
- * version word, alone on its cache lines: a decision reads the version and the
- * state, then the clock, decides on a copy, and commits an admission with one CAS
+ * version word, alone on its cache lines: a decision reads the clock, then the
+ * version, the state and the time of the last admission (reading the clock again
+ * when that is later), decides on a copy, and commits an admission with one CAS
  * of the version (a denial checks the version is unchanged); when another decision
- * committed in between, it starts again with a fresh clock read. So every decision
- * sees the clock after every decision before it, as under a lock, and no lock is
- * held across a clock read. The rest (per-key states, and sliding_log and
+ * committed in between, it starts again on the new state, at its own time unless
+ * the new admission's is later. So admissions are committed in the order of their
+ * times, as under a lock, each decision uses a time its thread read during the
+ * call, and no lock is held across a clock read. The rest (per-key states, and sliding_log and
  * concurrency, whose logs grow) is under the store's mutex, with the same rule: the
  * clock is read before the mutex is taken, and read again when another decision
  * took the mutex in between. A key's state is created only when it admits
@@ -38,10 +40,11 @@ typedef struct {
 
 /* The lock-free shared state: alone on its cache lines (no false sharing). */
 typedef struct {
-    guint64 version;          /* even: stable; odd: being written                */
-    const sluice__rule *rule; /* the rule the state is laid out for (interned)   */
-    guint64 generation;       /* resets and reshapes: permits in hand before are void */
-    hot_band bands[1 + SLUICE__MAX_BANDS];
+    guint64 version;                       /* even: stable; odd: being written                */
+    const sluice__rule *rule;              /* the rule the state is laid out for (interned)   */
+    gint64 decided;                        /* the time of the last admission committed        */
+    hot_band bands[1 + SLUICE__MAX_BANDS]; /* the first in the version's 64 bytes */
+    guint64 generation; /* resets and reshapes: permits in hand before are void */
 } __attribute__((aligned(LINE))) hot_state;
 
 struct sluice__memory_store {
@@ -201,17 +204,17 @@ static void back_off(guint *spins)
 #define LOAD(x)     __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 
-/* Copies n bands of hot into states (fresh otherwise). */
-static void hot_load(hot_state *hot, sluice__state *states, guint n)
+/* Copies n bands of hot into states and into seen (what to compare them with). */
+static void hot_load(hot_state *hot, sluice__state *states, hot_band *seen, guint n)
 {
-    memset(states, 0, n * sizeof *states);
     for (guint i = 0; i < n; i++) {
         hot_band *b = &hot->bands[i];
-        states[i].started = (gboolean)LOAD(b->started);
-        states[i].a = LOAD(b->a);
-        states[i].b = LOAD(b->b);
-        states[i].c = LOAD(b->c);
-        states[i].d = LOAD(b->d);
+        seen[i] = (hot_band){LOAD(b->started), LOAD(b->a), LOAD(b->b), LOAD(b->c), LOAD(b->d)};
+        states[i] = (sluice__state){.started = (gboolean)seen[i].started,
+                                    .a = seen[i].a,
+                                    .b = seen[i].b,
+                                    .c = seen[i].c,
+                                    .d = seen[i].d};
     }
 }
 
@@ -228,11 +231,12 @@ static void hot_store(hot_state *hot, const sluice__state *states, guint n)
     }
 }
 
-static gboolean hot_same(const sluice__state *x, const sluice__state *y, guint n)
+/* TRUE when n states are still as seen. */
+static gboolean hot_same(const hot_band *seen, const sluice__state *states, guint n)
 {
     for (guint i = 0; i < n; i++)
-        if (x[i].started != y[i].started || x[i].a != y[i].a || x[i].b != y[i].b ||
-            x[i].c != y[i].c || x[i].d != y[i].d)
+        if (seen[i].started != (gint64)states[i].started || seen[i].a != states[i].a ||
+            seen[i].b != states[i].b || seen[i].c != states[i].c || seen[i].d != states[i].d)
             return FALSE;
     return TRUE;
 }
@@ -262,12 +266,19 @@ static void hot_leave(hot_state *hot, guint64 held)
 }
 
 /* Decides on the lock-free shared state, laid out for rule: FALSE (and nothing
- * decided) when it is laid out for another rule. */
+ * decided) when it is laid out for another rule. *decided_us: the time decided at.
+ *
+ * The clock is read before the state, and read again only when an admission at a
+ * later time was committed since: so admissions are committed in the order of
+ * their times (as under a lock), and a retry after another decision committed
+ * seldom reads the clock between reading the state and the CAS. */
 static gboolean decide_hot(hot_state *hot, const sluice__rule *rule, gint64 permits,
                            gint64 reserve_us, sluice__verdict *verdict, gint64 *decided_us)
 {
     guint n = sluice__rule_bands(rule), spins = 0;
-    sluice__state seen[1 + SLUICE__MAX_BANDS], states[1 + SLUICE__MAX_BANDS];
+    sluice__state states[1 + SLUICE__MAX_BANDS];
+    hot_band seen[1 + SLUICE__MAX_BANDS];
+    gint64 now = sluice__clock_now();
     for (;;) {
         guint64 v = __atomic_load_n(&hot->version, __ATOMIC_ACQUIRE);
         if (v & 1) {
@@ -276,21 +287,23 @@ static gboolean decide_hot(hot_state *hot, const sluice__rule *rule, gint64 perm
         }
         if (__atomic_load_n(&hot->rule, __ATOMIC_RELAXED) != rule)
             return FALSE;
-        hot_load(hot, seen, n);
-        /* the clock after the state: later than every decision committed before */
-        gint64 now = *decided_us = sluice__clock_now();
-        memcpy(states, seen, n * sizeof *states);
+        hot_load(hot, states, seen, n);
+        if (G_UNLIKELY(now < LOAD(hot->decided)))
+            now = sluice__clock_now(); /* later than that admission's */
         sluice__decide(rule, states, now, rule->epoch ? since_epoch(now) : now, permits, reserve_us,
                        verdict);
         if (hot_same(seen, states, n)) { /* nothing to store: the state must be as read */
             if (__atomic_load_n(&hot->version, __ATOMIC_RELAXED) == v)
-                return TRUE;
+                break;
         } else if (hot_claim(hot, v)) {
             hot_store(hot, states, n);
+            STORE(hot->decided, now);
             hot_leave(hot, v);
-            return TRUE;
+            break;
         }
     }
+    *decided_us = now;
+    return TRUE;
 }
 
 static gboolean same_bands(const sluice__rule *a, const sluice__rule *b)
@@ -339,7 +352,9 @@ static void reshape_hot(sluice__memory_store *store, const sluice__rule *rule, h
         sluice__state old[1 + SLUICE__MAX_BANDS], moved[1 + SLUICE__MAX_BANDS];
         memset(moved, 0, sizeof moved);
         if (change == HOT_REMAP) {
-            hot_load(hot, old, sluice__rule_bands(&store->shape));
+            hot_band seen[1 + SLUICE__MAX_BANDS];
+            memset(old, 0, sizeof old);
+            hot_load(hot, old, seen, sluice__rule_bands(&store->shape));
             remap(&store->shape, rule, old, moved);
         }
         hot_store(hot, moved, G_N_ELEMENTS(moved));

@@ -2,6 +2,8 @@
  * of sluice_clock_set. */
 #include "clock.h"
 
+#include <time.h>
+
 #include <sluice/clock.h>
 
 typedef struct {
@@ -17,10 +19,33 @@ static GSList
     *retired; /* hooks replaced since: still reachable, never freed (set a few times a run) */
 static GMutex retired_lock;
 
+/* sluice__clock_watch: -1 while watching for a read, its nanoseconds once made, 0
+ * when not watching. */
+static __thread __attribute__((tls_model("initial-exec"))) gint64 watched_ns;
+
 gint64 sluice__clock_now(void)
 {
     clock_hook *h = g_atomic_pointer_get(&hook);
-    return G_LIKELY(h == NULL) ? g_get_monotonic_time() : h->now(h->user_data);
+    if (G_UNLIKELY(h != NULL))
+        return h->now(h->user_data);
+    /* what g_get_monotonic_time reads, without its call */
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (G_UNLIKELY(watched_ns < 0))
+        watched_ns = (gint64)t.tv_sec * G_GINT64_CONSTANT(1000000000) + t.tv_nsec;
+    return (gint64)t.tv_sec * G_GINT64_CONSTANT(1000000) + t.tv_nsec / 1000;
+}
+
+void sluice__clock_watch(void)
+{
+    watched_ns = -1;
+}
+
+gint64 sluice__clock_watched_ns(void)
+{
+    gint64 ns = watched_ns;
+    watched_ns = 0;
+    return ns > 0 ? ns : -1;
 }
 
 gboolean sluice__clock_injected(void)

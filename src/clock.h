@@ -7,6 +7,12 @@
 
 /* Microseconds on a monotonic scale: g_get_monotonic_time, or the virtual clock's. */
 gint64 sluice__clock_now(void);
+/* Keeps the next real clock read of sluice__clock_now on this thread, so that a
+ * decision can be timed from its own read instead of one more. */
+void sluice__clock_watch(void);
+/* That read in nanoseconds on CLOCK_MONOTONIC (sluice__stats_clock_ns' scale), or
+ * -1 when there was none (a virtual clock, or no read); ends the watch. */
+gint64 sluice__clock_watched_ns(void);
 /* TRUE when a virtual clock replaces the real one. */
 gboolean sluice__clock_injected(void);
 /* Under a virtual clock: its sleep until until_us. Returns FALSE (and does

@@ -145,17 +145,15 @@ static gboolean ask_backend(sluice__backend *b, sluice__limiter *limiter, const 
     return TRUE;
 }
 
-/* Answers from the denial cache or the permits in hand, or asks the backend (for
- * the rule's prefetch when that is more, then for `permits` if it was refused);
- * on failure applies on_error. Returns FALSE with *error when the backend failed
- * (then *v holds the policy's verdict). *from: where the verdict came from; *start
- * is set when a round trip begins, if it is not yet. */
-static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
-                    gint64 permits, gint64 reserve_us, sluice__verdict *v, verdict_source *from,
-                    gint64 *start, GError **error)
+/* Asks the remote backend b: answers from the denial cache or the permits in hand,
+ * or makes a round trip (for the rule's prefetch when that is more, then for
+ * `permits` if it was refused). FALSE and *failure when the backend failed. *from:
+ * where the verdict came from; *start is set when a round trip begins, if it is not
+ * yet. */
+static gboolean ask_remote(sluice__backend *b, sluice__limiter *limiter, const sluice__rule *rule,
+                           const char *key, gint64 permits, gint64 reserve_us, sluice__verdict *v,
+                           verdict_source *from, gint64 *start, GError **failure)
 {
-    sluice__backend *b = g_atomic_pointer_get(&backend);
-    GError *failure = NULL;
     gboolean keep = cacheable(b, rule, reserve_us);
     gint64 want = prefetching(b, rule, permits, reserve_us);
     gint64 sent = 0;
@@ -172,20 +170,36 @@ static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const ch
             return TRUE;
         }
     }
-    if (*start < 0 && remote(b))
+    if (*start < 0)
         *start = sluice__stats_clock_ns(); /* every round trip is timed */
-    gboolean ok = G_LIKELY(!injected_failure(&failure));
-    if (ok && want) {
+    if (injected_failure(failure))
+        return FALSE;
+    if (want) {
         /* the backend counts all `want` as admitted now; the rest is kept in hand */
-        ok = ask_backend(b, limiter, rule, key, want, 0, FALSE, sent, v, &failure);
-        if (ok && v->allowed) {
+        if (!ask_backend(b, limiter, rule, key, want, 0, FALSE, sent, v, failure))
+            return FALSE;
+        if (v->allowed) {
             sluice__prefetch_keep(sluice__prefetch_of(&limiter->prefetched), b, rule, key,
                                   want - permits, sent, v);
             v->remaining += want - permits;
             return TRUE;
         }
     }
-    if (ok && ask_backend(b, limiter, rule, key, permits, reserve_us, keep, sent, v, &failure))
+    return ask_backend(b, limiter, rule, key, permits, reserve_us, keep, sent, v, failure);
+}
+
+/* Decides in process (the memory backend) or asks the remote backend
+ * (ask_remote); on failure applies on_error. Returns FALSE with *error when the
+ * backend failed (then *v holds the policy's verdict). */
+static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
+                    gint64 permits, gint64 reserve_us, sluice__verdict *v, verdict_source *from,
+                    gint64 *start, GError **error)
+{
+    sluice__backend *b = g_atomic_pointer_get(&backend);
+    GError *failure = NULL;
+    if (remote(b) ? ask_remote(b, limiter, rule, key, permits, reserve_us, v, from, start, &failure)
+                  : G_LIKELY(!injected_failure(&failure)) &&
+                        b->funcs->decide(b, limiter, rule, key, permits, reserve_us, v, &failure))
         return TRUE;
     fall_back(limiter, rule, key, permits, reserve_us, v);
     g_propagate_error(error, failure);
@@ -427,12 +441,23 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
         wait_us = 0;
 
     /* answered in process (memory, the denial cache) a decision costs about two
-     * clock reads: time one in eight; a round trip is always timed (ask) */
-    gint64 start = sluice__stats_sample() ? sluice__stats_clock_ns() : -1;
+     * clock reads: time one in eight, in memory from the decision's own first clock
+     * read (the real clock's); a round trip is always timed (ask) */
+    gint64 start = -1;
+    gboolean timed = sluice__stats_sample(), watched = FALSE;
+    if (timed) {
+        watched = !remote(g_atomic_pointer_get(&backend)) && !sluice__clock_injected();
+        if (watched)
+            sluice__clock_watch();
+        else
+            start = sluice__stats_clock_ns();
+    }
     gboolean waited = FALSE;
     verdict_source from = FROM_BACKEND;
     sluice__outcome outcome =
         decide(limiter, rule, key, permits, wait_us, out, taken, &waited, &from, &start, error);
+    if (watched)
+        start = sluice__clock_watched_ns();
     count_source(limiter, site, from);
     return sluice__engine_count(limiter, site, outcome, waited, start);
 }

@@ -16,9 +16,9 @@ G_BEGIN_DECLS
 /** Counters only grow. A decision is counted once, in exactly one of allowed,
  * denied, shadow_denied and errors; waited and degraded count some of them again.
  * The latency of a decision includes the time it waited. Decisions answered in
- * process (the memory backend, the denial cache) are timed one in eight (two clock
- * reads would double the cost of an allowed call); every decision that makes a
- * round trip to Redis is timed. */
+ * process (the memory backend, the denial cache) are timed one in eight (timing
+ * every one would double the cost of an allowed call); every decision that makes
+ * a round trip to Redis is timed. */
 typedef struct {
     guint64 allowed;        /**< the permits passed                                     */
     guint64 denied;         /**< the permits were refused                               */
