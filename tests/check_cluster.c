@@ -510,15 +510,21 @@ START_TEST(a_stale_map_follows_moved_and_ask_on_both_apis)
 }
 END_TEST
 
-/* How many TRYAGAIN node has answered (INFO errorstats). */
-static gint64 tryagains(const test_cluster *c, int node)
+/* The number after `field` in node's INFO section, 0 when it is absent. */
+static gint64 info_number(const test_cluster *c, int node, const char *section, const char *field)
 {
-    redisReply *r = test_cluster_command(c, c->node[node], "INFO errorstats");
-    ck_assert_msg(r && r->type == REDIS_REPLY_STRING, "INFO errorstats: no answer");
-    const char *at = strstr(r->str, "errorstat_TRYAGAIN:count=");
-    gint64 n = at ? g_ascii_strtoll(at + strlen("errorstat_TRYAGAIN:count="), NULL, 10) : 0;
+    redisReply *r = test_cluster_command(c, c->node[node], "INFO %s", section);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STRING, "INFO %s: no answer", section);
+    const char *at = strstr(r->str, field);
+    gint64 n = at ? g_ascii_strtoll(at + strlen(field), NULL, 10) : 0;
     freeReplyObject(r);
     return n;
+}
+
+/* How many TRYAGAIN node has answered. */
+static gint64 tryagains(const test_cluster *c, int node)
+{
+    return info_number(c, node, "errorstats", "errorstat_TRYAGAIN:count=");
 }
 
 START_TEST(a_slot_being_migrated_runs_calls_that_need_no_seq_key_on_its_new_master)
@@ -555,6 +561,55 @@ START_TEST(a_slot_being_migrated_runs_calls_that_need_no_seq_key_on_its_new_mast
 }
 END_TEST
 
+#define ASKED_CALLS 10
+
+/* Connections node has accepted, this one included. */
+static gint64 connections_received(const test_cluster *c, int node)
+{
+    return info_number(c, node, "stats", "total_connections_received:");
+}
+
+/* A Cluster, sluice on it with one limit `api` of algorithm, and one call admitted on key. */
+static test_cluster *start_with_api(const char *algorithm, int limit, const char *key)
+{
+    test_cluster *c = test_cluster_start(NULL);
+    g_autofree char *rule =
+        g_strdup_printf("[limit:api]\nalgorithm = %s\nlimit = %d\nwindow = 1h\n", algorithm, limit);
+    init_on(c, "deny", 2000, rule);
+    ck_assert_int_eq(sluice_acquire("api", key, 1, NULL, NULL), SLUICE_ALLOWED);
+    return c;
+}
+
+START_TEST(asked_calls_go_on_the_targets_shared_connection_each_after_asking)
+{
+    test_cluster *c = start_with_api("fixed_window", 100, "asked");
+    guint slot = slot_of("api", "asked");
+    int from = master_index(c, slot), to = (from + 1) % 3;
+    for (int k = 0;; k++) { /* a call on the target: its shared connection is open */
+        g_autofree char *key = g_strdup_printf("on-%d", k);
+        if (master_index(c, slot_of("api", key)) == to) {
+            ck_assert_int_eq(sluice_acquire("api", key, 1, NULL, NULL), SLUICE_ALLOWED);
+            break;
+        }
+    }
+    migrate_slot(c, slot, from, to); /* its key moved, the slot not yet given: ASK */
+    gint64 connections = connections_received(c, to);
+    gint64 asking = test_redis_command_calls(c->node[to], "asking");
+    for (int i = 0; i < ASKED_CALLS; i++) {
+        sluice_decision d;
+        g_autoptr(GError) error = NULL;
+        ck_assert_msg(sluice_acquire("api", "asked", 1, &d, &error) == SLUICE_ALLOWED, "%s",
+                      error ? error->message : "denied");
+        ck_assert_int_eq(d.remaining, 98 - i); /* the state moved with the key */
+    }
+    /* one ASKING a call; no connection of sluice's: only the three INFOs after the first */
+    ck_assert_int_eq(test_redis_command_calls(c->node[to], "asking") - asking, ASKED_CALLS);
+    ck_assert_int_eq(connections_received(c, to) - connections, 3);
+    sluice_shutdown();
+    test_cluster_stop(c);
+}
+END_TEST
+
 /* ---- sluice_shutdown during a TRYAGAIN pause -------------------------------------------- */
 
 #define PAUSED_CALLS 16
@@ -572,9 +627,7 @@ static void paused_call_done(GObject *source, GAsyncResult *res, gpointer p)
 
 START_TEST(calls_in_a_tryagain_pause_fail_at_shutdown_and_touch_nothing_after)
 {
-    test_cluster *c = test_cluster_start(NULL);
-    init_on(c, "deny", 2000, "[limit:api]\nalgorithm = sliding_log\nlimit = 100\nwindow = 1h\n");
-    ck_assert_int_eq(sluice_acquire("api", "half", 1, NULL, NULL), SLUICE_ALLOWED);
+    test_cluster *c = start_with_api("sliding_log", 100, "half");
     /* the slot half moved and left so: the state key on the importing master, the
      * :seq key on the migrating one; each answers the call's two keys with TRYAGAIN
      * (Redis 7: some but not all of them here), so the calls go round pause after
@@ -675,6 +728,7 @@ int main(void)
     tcase_add_test(tc, with_full_coverage_every_call_follows_on_error_until_the_failover_ends);
     tcase_add_test(tc, slots_moved_under_load_fail_no_call_and_admit_no_more);
     tcase_add_test(tc, a_stale_map_follows_moved_and_ask_on_both_apis);
+    tcase_add_test(tc, asked_calls_go_on_the_targets_shared_connection_each_after_asking);
     tcase_add_test(tc, calls_in_a_tryagain_pause_fail_at_shutdown_and_touch_nothing_after);
     tcase_add_test(tc, a_slot_being_migrated_runs_calls_that_need_no_seq_key_on_its_new_master);
     suite_add_tcase(s, tc);

@@ -27,14 +27,12 @@
 
 typedef sluice__redis_backend redis_backend;
 
-/* Sends argv to node before deadline: on its shared link, or after ASKING on a
- * connection of its own. */
+/* Sends argv to node before deadline on its shared link, after ASKING when asking. */
 static redisReply *send_to(sluice__redis_node *node, gboolean asking, gint64 deadline, int argc,
                            const char **argv, gboolean *stale, GError **error)
 {
-    *stale = FALSE;
     if (asking)
-        return sluice__redis_cluster_asking(node, deadline, argc, argv, error);
+        return sluice__redis_link_asking(node->link, deadline, argc, argv, stale, error);
     return sluice__redis_link_command(node->link, deadline, argc, argv, stale, error);
 }
 

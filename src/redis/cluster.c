@@ -288,25 +288,6 @@ sluice__cluster_action sluice__redis_cluster_answered(sluice__redis_cluster *c,
     return SLUICE__CLUSTER_FAIL;
 }
 
-redisReply *sluice__redis_cluster_asking(sluice__redis_node *node, gint64 deadline, int argc,
-                                         const char **argv, GError **error)
-{
-    static const char *asking[] = {"ASKING"};
-    sluice__redis_transport *t = sluice__redis_connect(&node->endpoint, deadline, FALSE, error);
-    if (!t)
-        return NULL;
-    redisReply *reply = sluice__redis_conn_command(&node->endpoint, t, deadline, 1, asking, error);
-    if (reply && reply->type == REDIS_REPLY_ERROR) {
-        sluice__redis_fail(error, SLUICE_ERROR_BACKEND, &node->endpoint, "ASKING", reply->str);
-        g_clear_pointer(&reply, freeReplyObject);
-    } else if (reply) {
-        freeReplyObject(reply);
-        reply = sluice__redis_conn_command(&node->endpoint, t, deadline, argc, argv, error);
-    }
-    sluice__redis_transport_free(t);
-    return reply;
-}
-
 void sluice__redis_cluster_name_slot(GError *error, const sluice__redis_node *node, guint slot)
 {
     const char *what = node ? node->endpoint.what : "redis cluster";

@@ -59,11 +59,6 @@ sluice__cluster_action sluice__redis_cluster_answered(sluice__redis_cluster *c,
                                                       const redisReply *reply,
                                                       sluice__redis_node **next);
 
-/* ASKING then argv on node, on a connection of its own (an ASK comes only while a
- * slot migrates), before deadline: the reply to argv, or NULL and *error. */
-redisReply *sluice__redis_cluster_asking(sluice__redis_node *node, gint64 deadline, int argc,
-                                         const char **argv, GError **error);
-
 /* Makes error's message name the slot: "redis HOST:PORT (cluster slot N): ...". */
 void sluice__redis_cluster_name_slot(GError *error, const sluice__redis_node *node, guint slot);
 

@@ -52,6 +52,7 @@ typedef struct {
     sluice__redis_outcome outcome; /*   how the exchange ended               */
     int saved_errno;               /*   for BROKEN                           */
     gboolean stale;                /* it went out on a connection made before it began */
+    guint due;                     /* replies still to come: 2 after ASKING, whose is dropped */
 } request;
 
 /* A connection and the requests on it. Freed when its last user lets go. */
@@ -198,7 +199,7 @@ static void conn_fail(sluice__redis_link *l, conn *c, sluice__redis_outcome o, i
     c->dead = TRUE;
     while (c->len > 0) {
         request *r = queue_pop(c);
-        if (r)
+        if (r && --r->due == 0) /* once: its caller may be gone right after */
             finish(r, NULL, o, saved_errno, w);
     }
     shutdown(c->t->fd, SHUT_RDWR);
@@ -291,10 +292,11 @@ static void read_replies(sluice__redis_link *l, conn *c, request *me)
         g_mutex_lock(&l->lock);
         for (guint i = 0; i < n; i++) {
             request *r = c->len > 0 ? queue_pop(c) : NULL;
-            if (r)
+            if (r && --r->due == 0)
                 finish(r, batch[i], SLUICE__REDIS_SENT, 0, r == me ? NULL : &w);
-            else
-                freeReplyObject(batch[i]); /* its caller left, or a reply nobody asked for */
+            else /* ASKING's (the command's says what matters), its caller left, or a
+                  * reply nobody asked for */
+                freeReplyObject(batch[i]);
         }
         if (o != SLUICE__REDIS_SENT)
             conn_fail(l, c, o, saved_errno, &w);
@@ -389,10 +391,12 @@ void sluice__redis_link_close(sluice__redis_link *l)
         conn_release(c); /* freed now, or by the last call still on it */
 }
 
-redisReply *sluice__redis_link_command(sluice__redis_link *l, gint64 deadline, int argc,
-                                       const char **argv, gboolean *stale, GError **error)
+/* argv on l, after ASKING when asking (both appended at once: nothing comes between). */
+static redisReply *command(sluice__redis_link *l, gint64 deadline, gboolean asking, int argc,
+                           const char **argv, gboolean *stale, GError **error)
 {
-    request me = {.state = WAITING, .deadline = deadline};
+    static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
+    request me = {.state = WAITING, .deadline = deadline, .due = asking ? 2 : 1};
     gint64 started = g_get_monotonic_time();
     char small[1024];
 
@@ -404,6 +408,11 @@ redisReply *sluice__redis_link_command(sluice__redis_link *l, gint64 deadline, i
     if (c) {
         g_atomic_int_inc(&c->users);
         me.stale = c->made_at < started;
+        if (asking) {
+            g_byte_array_append(c->out, (const guint8 *)asking_cmd, sizeof asking_cmd - 1);
+            c->unsent++;
+            queue_push(c, &me);
+        }
         g_byte_array_append(c->out, (const guint8 *)cmd, (guint)len);
         c->unsent++;
         queue_push(c, &me);
@@ -432,6 +441,18 @@ redisReply *sluice__redis_link_command(sluice__redis_link *l, gint64 deadline, i
     sluice__redis_fail(error, SLUICE_ERROR_BACKEND, l->e, argv[0],
                        sluice__redis_outcome_reason(me.outcome, me.saved_errno));
     return NULL;
+}
+
+redisReply *sluice__redis_link_command(sluice__redis_link *l, gint64 deadline, int argc,
+                                       const char **argv, gboolean *stale, GError **error)
+{
+    return command(l, deadline, FALSE, argc, argv, stale, error);
+}
+
+redisReply *sluice__redis_link_asking(sluice__redis_link *l, gint64 deadline, int argc,
+                                      const char **argv, gboolean *stale, GError **error)
+{
+    return command(l, deadline, TRUE, argc, argv, stale, error);
 }
 
 /* ---- fork ------------------------------------------------------------------------------- */

@@ -29,4 +29,9 @@ gboolean sluice__redis_link_connect(sluice__redis_link *link, gint64 deadline, G
 redisReply *sluice__redis_link_command(sluice__redis_link *link, gint64 deadline, int argc,
                                        const char **argv, gboolean *stale, GError **error);
 
+/* The same after ASKING (a Redis Cluster's ASK redirection), the two back to back on
+ * the shared connection: the reply to argv, ASKING's dropped. */
+redisReply *sluice__redis_link_asking(sluice__redis_link *link, gint64 deadline, int argc,
+                                      const char **argv, gboolean *stale, GError **error);
+
 #endif
