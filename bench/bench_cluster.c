@@ -6,12 +6,12 @@
  * Throughput: a redis-server and a Cluster of 3 masters (tests/redis_server.c,
  * tests/redis_cluster.c) run side by side; each round runs THREADS threads calling
  * sluice_acquire over KEYS callers of one per-key token_bucket (every call an admission)
- * for RUN_NS against each in turn, and reads INFO commandstats on every server before and
- * after. Failover: each round starts a Cluster of 3 masters with a replica each
- * (cluster-node-timeout 500, cluster-require-full-coverage no), has FAILOVER_THREADS threads
- * decide over the keys (timeout 50ms, on_error = deny), kills a master (SIGKILL) and times
- * its replica saying it is master (ROLE) and the first decision on a caller whose calls
- * failed after the kill. Exits 0 whatever the figures, 1 when it cannot set up. */
+ * for RUN_NS against each in turn (one first in odd rounds, the other in even ones), and
+ * reads INFO commandstats on every server before and after. Failover: each round starts a Cluster
+ * of 3 masters with a replica each (cluster-node-timeout 500, cluster-require-full-coverage no),
+ * has FAILOVER_THREADS threads decide over the keys (timeout 50ms, on_error = deny), kills a master
+ * (SIGKILL) and times its replica saying it is master (ROLE) and the first decision on a caller
+ * whose calls failed after the kill. Exits 0 whatever the figures, 1 when it cannot set up. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,7 @@
 #include "timing.h"
 
 #define RUN_NS           (2 * G_GINT64_CONSTANT(1000000000))
-#define ROUNDS           3
+#define ROUNDS           5
 #define THREADS          16
 #define KEYS             1024 /* callers: their slots spread over the masters */
 #define MASTERS          3
@@ -128,7 +128,18 @@ static void print_row(const char *what, int round, const row *f, int n)
     printf("\n");
 }
 
-/* The rounds of one server and the Cluster, alternating; FALSE when sluice cannot be set up. */
+/* The load average now, as /proc/loadavg's first three fields. */
+static char *load_average(void)
+{
+    g_autofree char *all = NULL;
+    g_file_get_contents("/proc/loadavg", &all, NULL, NULL);
+    g_auto(GStrv) fields = g_strsplit(all ? all : "? ? ?", " ", 4);
+    return g_strjoin(" ", fields[0], fields[1] ? fields[1] : "?",
+                     fields[1] && fields[2] ? fields[2] : "?", NULL);
+}
+
+/* The rounds of one server and the Cluster, the order alternating from round to round so
+ * that load coming or going favours neither; FALSE when sluice cannot be set up. */
 static gboolean throughput(void)
 {
     g_autoptr(GError) error = NULL;
@@ -140,24 +151,29 @@ static gboolean throughput(void)
     test_cluster *cluster = test_cluster_start(&(test_cluster_options){.masters = MASTERS});
     g_autofree char *one_url = test_redis_url(server);
     g_autofree char *cluster_url = test_cluster_url(cluster);
-    g_autofree char *loadavg = NULL;
-    g_file_get_contents("/proc/loadavg", &loadavg, NULL, NULL);
+    g_autofree char *loadavg = load_average();
     printf("one redis-server and a Cluster of %d masters (no replicas) on this machine; %d "
            "threads, %d callers of one per-key token_bucket, every decision an admission; "
-           "%.1f s a row; load average %.14s\n",
-           MASTERS, THREADS, KEYS, RUN_NS / 1e9, loadavg ? loadavg : "?");
+           "%.1f s a row; load average %s\n",
+           MASTERS, THREADS, KEYS, RUN_NS / 1e9, loadavg);
     printf("%-14s %5s %12s %9s %10s   %s\n", "target", "round", "decisions/s", "srv CPU",
            "cli µs/dec", "share of the script calls per server");
     double rate[2][ROUNDS], cpu[2][ROUNDS], ratio[ROUNDS], worst_share[ROUNDS];
     gboolean ok = TRUE;
     for (int round = 0; round < ROUNDS && ok; round++) {
         row one = {0}, spread = {0};
-        ok = measure(one_url, &server, 1, &one) &&
-             measure(cluster_url, cluster->node, MASTERS, &spread);
+        gboolean one_first = round % 2 == 0;
+        ok = one_first ? measure(one_url, &server, 1, &one) &&
+                             measure(cluster_url, cluster->node, MASTERS, &spread)
+                       : measure(cluster_url, cluster->node, MASTERS, &spread) &&
+                             measure(one_url, &server, 1, &one);
         if (!ok)
             break;
-        print_row("one server", round + 1, &one, 1);
+        if (one_first)
+            print_row("one server", round + 1, &one, 1);
         print_row("cluster", round + 1, &spread, MASTERS);
+        if (!one_first)
+            print_row("one server", round + 1, &one, 1);
         rate[0][round] = one.rate;
         rate[1][round] = spread.rate;
         cpu[0][round] = one.client_us + 1e6 * one.server_cpu / one.rate;
@@ -181,6 +197,8 @@ static gboolean throughput(void)
                "%.1f µs: %.2fx (where the CPUs are the limit, the rate follows its inverse)\n",
                bench_median(cpu[0], ROUNDS), bench_median(cpu[1], ROUNDS),
                bench_median(cpu[1], ROUNDS) / bench_median(cpu[0], ROUNDS));
+        g_autofree char *after = load_average();
+        printf("load average at the end: %s\n", after);
     }
     test_cluster_stop(cluster);
     test_redis_stop(server);
