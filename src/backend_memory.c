@@ -205,7 +205,8 @@ static void back_off(guint *spins)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 
 /* Copies n bands of hot into states and into seen (what to compare them with). */
-static void hot_load(hot_state *hot, sluice__state *states, hot_band *seen, guint n)
+static inline __attribute__((always_inline)) void hot_load(hot_state *hot, sluice__state *states,
+                                                           hot_band *seen, guint n)
 {
     for (guint i = 0; i < n; i++) {
         hot_band *b = &hot->bands[i];
@@ -219,7 +220,8 @@ static void hot_load(hot_state *hot, sluice__state *states, hot_band *seen, guin
 }
 
 /* Writes n bands of states into hot (the version held). */
-static void hot_store(hot_state *hot, const sluice__state *states, guint n)
+static inline __attribute__((always_inline)) void hot_store(hot_state *hot,
+                                                            const sluice__state *states, guint n)
 {
     for (guint i = 0; i < n; i++) {
         hot_band *b = &hot->bands[i];
@@ -232,7 +234,8 @@ static void hot_store(hot_state *hot, const sluice__state *states, guint n)
 }
 
 /* TRUE when n states are still as seen. */
-static gboolean hot_same(const hot_band *seen, const sluice__state *states, guint n)
+static inline __attribute__((always_inline)) gboolean hot_same(const hot_band *seen,
+                                                               const sluice__state *states, guint n)
 {
     for (guint i = 0; i < n; i++)
         if (seen[i].started != (gint64)states[i].started || seen[i].a != states[i].a ||
@@ -265,17 +268,18 @@ static void hot_leave(hot_state *hot, guint64 held)
     __atomic_store_n(&hot->version, held + 2, __ATOMIC_RELEASE);
 }
 
-/* Decides on the lock-free shared state, laid out for rule: FALSE (and nothing
+/* Decides on the lock-free shared state (n bands), laid out for rule: FALSE (and nothing
  * decided) when it is laid out for another rule. *decided_us: the time decided at.
  *
  * The clock is read before the state, and read again only when an admission at a
  * later time was committed since: so admissions are committed in the order of
  * their times (as under a lock), and a retry after another decision committed
  * seldom reads the clock between reading the state and the CAS. */
-static gboolean decide_hot(hot_state *hot, const sluice__rule *rule, gint64 permits,
-                           gint64 reserve_us, sluice__verdict *verdict, gint64 *decided_us)
+static inline __attribute__((always_inline)) gboolean
+decide_hot_n(hot_state *hot, const sluice__rule *rule, guint n, gint64 permits, gint64 reserve_us,
+             sluice__verdict *verdict, gint64 *decided_us)
 {
-    guint n = sluice__rule_bands(rule), spins = 0;
+    guint spins = 0;
     sluice__state states[1 + SLUICE__MAX_BANDS];
     hot_band seen[1 + SLUICE__MAX_BANDS];
     gint64 now = sluice__clock_now();
@@ -304,6 +308,17 @@ static gboolean decide_hot(hot_state *hot, const sluice__rule *rule, gint64 perm
     }
     *decided_us = now;
     return TRUE;
+}
+
+/* decide_hot_n for the rule's bands: one (no bands, the common rule) unrolled. */
+static inline __attribute__((always_inline)) gboolean
+decide_hot(hot_state *hot, const sluice__rule *rule, gint64 permits, gint64 reserve_us,
+           sluice__verdict *verdict, gint64 *decided_us)
+{
+    guint n = sluice__rule_bands(rule);
+    if (G_LIKELY(n == 1))
+        return decide_hot_n(hot, rule, 1, permits, reserve_us, verdict, decided_us);
+    return decide_hot_n(hot, rule, n, permits, reserve_us, verdict, decided_us);
 }
 
 static gboolean same_bands(const sluice__rule *a, const sluice__rule *b)
