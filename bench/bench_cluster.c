@@ -73,7 +73,20 @@ typedef struct {
     double server_cpu;     /* the servers' CPU, summed, as a share of one CPU */
     double client_us;      /* this process's CPU per decision, µs */
     double share[MASTERS]; /* each server's share of the script calls */
+    double per_read;       /* script calls per read of the servers from their clients */
 } row;
+
+/* The reads server has made from its clients' connections (INFO stats), or -1. */
+static gint64 reads_processed(const test_redis *server)
+{
+    redisReply *r = test_redis_command(server, "INFO stats");
+    const char *at =
+        r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "\ntotal_reads_processed:") : NULL;
+    gint64 n = at ? g_ascii_strtoll(at + strlen("\ntotal_reads_processed:"), NULL, 10) : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
 
 /* THREADS threads on url for RUN_NS; the figures of the n servers behind it. */
 static gboolean measure(const char *url, test_redis *const *servers, int n, row *out)
@@ -88,10 +101,11 @@ static gboolean measure(const char *url, test_redis *const *servers, int n, row 
     }
     for (int k = 0; k < KEYS; k++) /* connected, scripts loaded, every caller's key written */
         sluice_acquire("b", keys[k], 1, NULL, NULL);
-    gint64 calls0[MASTERS], cpu0[MASTERS], server_cpu = 0, total = 0;
+    gint64 calls0[MASTERS], cpu0[MASTERS], reads0[MASTERS], server_cpu = 0, total = 0, reads = 0;
     for (int i = 0; i < n; i++) {
         calls0[i] = test_redis_script_calls(servers[i]);
         cpu0[i] = bench_process_cpu_ns(servers[i]->pid);
+        reads0[i] = reads_processed(servers[i]);
     }
     gint64 client0 = bench_rusage_ns(RUSAGE_SELF), start = bench_now_ns();
     run r = {.until = start + RUN_NS};
@@ -107,7 +121,9 @@ static gboolean measure(const char *url, test_redis *const *servers, int n, row 
         calls0[i] = test_redis_script_calls(servers[i]) - calls0[i];
         total += calls0[i];
         server_cpu += bench_process_cpu_ns(servers[i]->pid) - cpu0[i];
+        reads += reads_processed(servers[i]) - reads0[i];
     }
+    out->per_read = reads > 0 ? (double)total / reads : 0;
     for (int i = 0; i < n; i++)
         out->share[i] = total > 0 ? (double)calls0[i] / total : 0;
     out->rate = r.calls / seconds;
@@ -121,8 +137,8 @@ static gboolean measure(const char *url, test_redis *const *servers, int n, row 
 
 static void print_row(const char *what, int round, const row *f, int n)
 {
-    printf("%-14s %5d %12.0f %8.0f%% %10.1f  ", what, round, f->rate, 100 * f->server_cpu,
-           f->client_us);
+    printf("%-14s %5d %12.0f %8.0f%% %10.1f %10.1f  ", what, round, f->rate, 100 * f->server_cpu,
+           f->client_us, f->per_read);
     for (int i = 0; i < n; i++)
         printf(" %6.1f%%", 100 * f->share[i]);
     printf("\n");
@@ -156,9 +172,9 @@ static gboolean throughput(void)
            "threads, %d callers of one per-key token_bucket, every decision an admission; "
            "%.1f s a row; load average %s\n",
            MASTERS, THREADS, KEYS, RUN_NS / 1e9, loadavg);
-    printf("%-14s %5s %12s %9s %10s   %s\n", "target", "round", "decisions/s", "srv CPU",
-           "cli µs/dec", "share of the script calls per server");
-    double rate[2][ROUNDS], cpu[2][ROUNDS], ratio[ROUNDS], worst_share[ROUNDS];
+    printf("%-14s %5s %12s %9s %10s %10s   %s\n", "target", "round", "decisions/s", "srv CPU",
+           "cli µs/dec", "calls/read", "share of the script calls per server");
+    double rate[2][ROUNDS], cpu[2][ROUNDS], per_read[2][ROUNDS], ratio[ROUNDS], worst_share[ROUNDS];
     gboolean ok = TRUE;
     for (int round = 0; round < ROUNDS && ok; round++) {
         row one = {0}, spread = {0};
@@ -176,6 +192,8 @@ static gboolean throughput(void)
             print_row("one server", round + 1, &one, 1);
         rate[0][round] = one.rate;
         rate[1][round] = spread.rate;
+        per_read[0][round] = one.per_read;
+        per_read[1][round] = spread.per_read;
         cpu[0][round] = one.client_us + 1e6 * one.server_cpu / one.rate;
         cpu[1][round] = spread.client_us + 1e6 * spread.server_cpu / spread.rate;
         ratio[round] = spread.rate / one.rate;
@@ -197,6 +215,9 @@ static gboolean throughput(void)
                "%.1f µs: %.2fx (where the CPUs are the limit, the rate follows its inverse)\n",
                bench_median(cpu[0], ROUNDS), bench_median(cpu[1], ROUNDS),
                bench_median(cpu[1], ROUNDS) / bench_median(cpu[0], ROUNDS));
+        printf("script calls a server reads from its clients at once (medians): one server "
+               "%.1f, each master %.1f\n",
+               bench_median(per_read[0], ROUNDS), bench_median(per_read[1], ROUNDS));
         g_autofree char *after = load_average();
         printf("load average at the end: %s\n", after);
     }
