@@ -462,18 +462,14 @@ static __attribute__((noinline)) void decide_band(const sluice__rule *rule, guin
     decide_one(&r, state, now_us, epoch_us, permits, 0, dry, v);
 }
 
-void sluice__decide(const sluice__rule *rule, sluice__state *states, gint64 now_us, gint64 epoch_us,
-                    gint64 permits, gint64 reserve_us, sluice__verdict *v)
+/* sluice__decide for a rule with bands: all or nothing. First every band as if the
+ * call consumed (nothing changes), then, when every enforced band admits, each
+ * takes the permits (a shadow band only when it admits too). No reservations: a
+ * waiting caller sleeps until the latest band's retry and asks again. */
+static __attribute__((noinline)) void decide_bands(const sluice__rule *rule, sluice__state *states,
+                                                   gint64 now_us, gint64 epoch_us, gint64 permits,
+                                                   sluice__verdict *v)
 {
-    if (rule->n_bands + rule->n_shadow == 0) {
-        decide_one(rule, &states[0], now_us, epoch_us, permits, reserve_us, FALSE, v);
-        states[0].idle_at = now_us + v->reset_after_us;
-        return;
-    }
-    /* bands: all or nothing. First every band as if the call consumed (nothing
-     * changes), then, when every enforced band admits, each takes the permits (a
-     * shadow band only when it admits too). No reservations: a waiting caller
-     * sleeps until the latest band's retry and asks again. */
     guint n = sluice__rule_bands(rule), enforced = 1 + rule->n_bands;
     sluice__verdict each[1 + SLUICE__MAX_BANDS] = {{0}};
     gboolean all = TRUE;
@@ -515,6 +511,17 @@ void sluice__decide(const sluice__rule *rule, sluice__state *states, gint64 now_
     for (guint i = enforced; i < n; i++)
         v->shadow_denied = v->shadow_denied || (all && !each[i].allowed);
     states[0].idle_at = now_us + idle;
+}
+
+void sluice__decide(const sluice__rule *rule, sluice__state *states, gint64 now_us, gint64 epoch_us,
+                    gint64 permits, gint64 reserve_us, sluice__verdict *v)
+{
+    if (rule->n_bands + rule->n_shadow != 0) {
+        decide_bands(rule, states, now_us, epoch_us, permits, v);
+        return;
+    }
+    decide_one(rule, &states[0], now_us, epoch_us, permits, reserve_us, FALSE, v);
+    states[0].idle_at = now_us + v->reset_after_us;
 }
 
 void sluice__release(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits)

@@ -56,11 +56,10 @@ gboolean sluice__check_timeout_ms(gint64 timeout_ms, GError **error)
     return TRUE;
 }
 
-gboolean sluice__find(const char *name, const char *key, gint64 permits, sluice__limiter **limiter,
-                      GError **error)
+gboolean sluice__check_found(const char *name, const char *key, gint64 permits,
+                             const sluice__limiter *found, GError **error)
 {
-    *limiter = name && *name ? sluice__registry_find(name) : NULL;
-    if (!*limiter && !sluice__check_name(name, error))
+    if (!found && !sluice__check_name(name, error))
         return FALSE;
     if (permits < 0)
         return invalid(error, "permits is negative; expected 0 (a peek) or more");

@@ -6,6 +6,7 @@
 #include <glib.h>
 
 #include "limiter.h"
+#include "registry.h"
 
 /* Each is TRUE when its argument is good, else FALSE with *error
  * (SLUICE_ERROR_INVALID_ARGUMENT) saying what is wrong and what is expected. */
@@ -19,10 +20,21 @@ gboolean sluice__check_timeout_ms(gint64 timeout_ms, GError **error);
 /* path can name a keyfile: not NULL, not empty, shorter than PATH_MAX. */
 gboolean sluice__check_path(const char *path, GError **error);
 
+/* The arguments of an acquire, after name was looked up (found: its limiter, or
+ * NULL). The name is checked in full only when it was not found: every
+ * limiter's name is already valid. */
+gboolean sluice__check_found(const char *name, const char *key, gint64 permits,
+                             const sluice__limiter *found, GError **error);
+
 /* Checks the arguments of an acquire and finds the limiter of name (*limiter
- * NULL: the name has no limiter, so it is not limited). The name is checked in
- * full only when it is not found: every limiter's name is already valid. */
-gboolean sluice__find(const char *name, const char *key, gint64 permits, sluice__limiter **limiter,
-                      GError **error);
+ * NULL: the name has no limiter, so it is not limited). Inline: a call on a
+ * known name, with no key, checks nothing more. */
+static inline gboolean sluice__find(const char *name, const char *key, gint64 permits,
+                                    sluice__limiter **limiter, GError **error)
+{
+    *limiter = name && *name ? sluice__registry_find(name) : NULL;
+    return (*limiter && !key && permits >= 0) ||
+           sluice__check_found(name, key, permits, *limiter, error);
+}
 
 #endif
