@@ -422,11 +422,11 @@ int sluice__engine_count(sluice__limiter *limiter, sluice_stats *site, sluice__o
     }
 }
 
-/* A decision in process (the memory backend) that does not wait: what decide, ask
- * and sluice__engine_acquire do for it, in one step. Timed one in eight, from the
- * decision's own first clock read (the real clock's). */
-static int decide_in_process(sluice__backend *b, sluice__limiter *limiter, const sluice__rule *rule,
-                             const char *key, gint64 permits, sluice_decision *out, gint64 *taken,
+/* A decision in process (the memory backend) that does not wait: decide without
+ * its waiting loop. Timed one in eight, from the decision's own first clock read
+ * (the real clock's). */
+static int decide_in_process(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
+                             gint64 permits, sluice_decision *out, gint64 *taken,
                              sluice_stats *site, GError **error)
 {
     gint64 start = -1;
@@ -436,19 +436,17 @@ static int decide_in_process(sluice__backend *b, sluice__limiter *limiter, const
     else if (timed)
         sluice__clock_watch();
     sluice__verdict v;
+    verdict_source from = FROM_BACKEND;
     sluice__outcome outcome = SLUICE__OUTCOME_ERROR;
-    GError *failure = NULL;
-    if (G_LIKELY(!injected_failure(&failure)) &&
-        b->funcs->decide(b, limiter, rule, key, permits, 0, &v, &failure)) {
+    if (ask(limiter, rule, key, permits, 0, &v, &from, &start, error)) {
         *taken = v.leased;
         outcome = sluice__engine_settle(rule, &v, out);
     } else {
-        fall_back(limiter, rule, key, permits, 0, &v);
         sluice__engine_to_decision(&v, out);
-        g_propagate_error(error, failure);
     }
     if (timed && start < 0)
         start = sluice__clock_watched_ns();
+    count_source(limiter, site, from); /* a reload may have made the backend remote */
     return sluice__engine_count(limiter, site, outcome, FALSE, start);
 }
 
@@ -469,9 +467,8 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
         wait_us = rule->wait_us;
     if (rule->shadow)
         wait_us = 0;
-    sluice__backend *b = g_atomic_pointer_get(&backend);
-    if (wait_us <= 0 && !remote(b))
-        return decide_in_process(b, limiter, rule, key, permits, out, taken, site, error);
+    if (wait_us <= 0 && !remote(g_atomic_pointer_get(&backend)))
+        return decide_in_process(limiter, rule, key, permits, out, taken, site, error);
 
     /* answered in process (memory, the denial cache) a decision costs about two
      * clock reads: time one in eight; a round trip is always timed (ask) */
