@@ -211,6 +211,13 @@ void sluice__registry_apply(const sluice__config *config)
         retired = g_ptr_array_new_with_free_func((GDestroyNotify)g_hash_table_unref);
         g_atomic_int_set(&active, TRUE);
     }
+    /* new names first, with their rules, published before the rule of any known
+     * name changes: a caller that sees a rule of this keyfile finds all its names */
+    g_hash_table_iter_init(&it, config->rules);
+    while (g_hash_table_iter_next(&it, &name, &rule))
+        if (!g_hash_table_contains(limiters, name))
+            g_atomic_pointer_set(&limiter_for(name)->rule, intern(rule));
+    publish();
     g_hash_table_iter_init(&it, config->rules);
     while (g_hash_table_iter_next(&it, &name, &rule))
         g_atomic_pointer_set(&limiter_for(name)->rule, intern(rule));
