@@ -190,7 +190,8 @@ static guint64 op_norule_guard(guint64 first, guint n)
 /* The ideal exact shared limit: what an exact hot gcra needs at least, one clock
  * read and one CAS of a shared word per decision (a theoretical arrival time in
  * 1/1024 µs, admitted while it is at most a second ahead), retried with a fresh
- * clock read when another thread changed the word in between. */
+ * clock read when another thread changed the word in between. The clock is the
+ * one sluice decides by (sluice_clock_now), read as cheaply as sluice reads it. */
 static gint64 ideal_tat __attribute__((aligned(128)));
 
 static guint64 op_ideal(guint64 first, guint n)
@@ -200,7 +201,7 @@ static guint64 op_ideal(guint64 first, guint n)
     for (guint i = 0; i < n; i++) {
         for (;;) {
             gint64 tat = __atomic_load_n(&ideal_tat, __ATOMIC_RELAXED);
-            gint64 now = g_get_monotonic_time() << 10;
+            gint64 now = sluice_clock_now() << 10;
             gint64 next = MAX(tat, now) + 1;
             if (next - now > (G_GINT64_CONSTANT(1000000) << 10))
                 break; /* denied: never, at this rate */

@@ -52,6 +52,7 @@ struct sluice__memory_store {
     pthread_mutex_t lock __attribute__((aligned(LINE))); /* adaptive: spins briefly before it
                                                           * sleeps, as the section is short */
     guint64 seq;        /* atomic: decisions under the lock so far          */
+    gint64 changed;     /* the time of the last decision under the lock     */
     gboolean shaped;    /* `shape` is set                                   */
     sluice__rule shape; /* the rule the states below were kept under        */
     sluice__state keyless[1 + SLUICE__MAX_BANDS];
@@ -176,6 +177,15 @@ static gint64 since_epoch(gint64 now_us)
     return sluice__clock_injected() ? now_us : g_get_real_time();
 }
 
+/* A time read after a decision committed at `last`, for the next: the two
+ * threads' reads of the counter clock may be out of order by a few ns
+ * (src/counter_clock.c), so the time is at least `last`. A virtual clock's time
+ * is taken as it is (a program may set it back). */
+static inline gint64 in_order(gint64 now, gint64 last)
+{
+    return now < last && !sluice__clock_injected() ? last : now;
+}
+
 /* ---- the lock-free shared state ----------------------------------------------- */
 
 static gboolean lock_free(const sluice__rule *rule)
@@ -293,7 +303,7 @@ decide_hot_n(hot_state *hot, const sluice__rule *rule, guint n, gint64 permits, 
             return FALSE;
         hot_load(hot, states, seen, n);
         if (G_UNLIKELY(now < LOAD(hot->decided)))
-            now = sluice__clock_now(); /* later than that admission's */
+            now = in_order(sluice__clock_now(), LOAD(hot->decided)); /* not before that one's */
         sluice__decide(rule, states, now, rule->epoch ? since_epoch(now) : now, permits, reserve_us,
                        verdict);
         if (hot_same(seen, states, n)) { /* nothing to store: the state must be as read */
@@ -456,8 +466,8 @@ static const sluice__rule *newest(sluice__limiter *limiter, const sluice__rule *
 
 /* Takes the store's lock for a change at a time read before it: *now_us (and
  * *epoch_us, when given) are read first, and again when a change was made under
- * the lock since, so that changes stay in the order of their times. *rule is the
- * newest rule then. */
+ * the lock since, so that changes stay in the order of their times (and *now_us
+ * is never before the last change's: in_order). *rule is the newest rule then. */
 static void lock_in_order(sluice__memory_store *store, sluice__limiter *limiter,
                           const sluice__rule **rule, gint64 *now_us, gint64 *epoch_us)
 {
@@ -470,6 +480,9 @@ static void lock_in_order(sluice__memory_store *store, sluice__limiter *limiter,
         pthread_mutex_lock(&store->lock);
         if (__atomic_load_n(&store->seq, __ATOMIC_RELAXED) == seq && newest(limiter, *rule) == r) {
             __atomic_store_n(&store->seq, seq + 1, __ATOMIC_RELAXED);
+            store->changed = *now_us = in_order(*now_us, store->changed);
+            if (epoch_us && !r->epoch)
+                *epoch_us = *now_us;
             *rule = r;
             return;
         }

@@ -2,7 +2,8 @@
 #include "counters.h"
 
 #include <string.h>
-#include <time.h>
+
+#include "counter_clock.h"
 
 #define STRIPES 8   /* a power of two */
 #define LINE    128 /* a cache line, or the pair some CPUs fetch together */
@@ -11,9 +12,7 @@ __thread __attribute__((tls_model("initial-exec"))) guint sluice__sample_tick;
 
 gint64 sluice__stats_clock_ns(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (gint64)t.tv_sec * G_GINT64_CONSTANT(1000000000) + t.tv_nsec;
+    return sluice__monotonic_ns();
 }
 
 /* The histogram slot of a duration: the smallest i with ns <= 2^i µs. */

@@ -6,7 +6,8 @@
  * async call takes them in that order), then every memory store's lock (taken with
  * neither of them held) with its shared state's version, then the stripes of the
  * denial cache's and the prefetch store's keyed slots (taken with none held); the
- * child forgets the permits its parent had in hand. Without this a child forked
+ * child forgets the permits its parent had in hand; and the line of the counter
+ * clock (held last, released first). Without this a child forked
  * while threads decide could find a limit's lock taken, or its state half
  * written, and hang on its first decision of that limit. The Redis connections and the keyfile
  * watcher have their own handlers (their locks nest with none of these). Not held:
@@ -21,6 +22,7 @@
 
 #include "async.h"
 #include "backend_memory.h"
+#include "counter_clock.h"
 #include "engine.h"
 #include "key_slots.h"
 #include "prefetch.h"
@@ -31,10 +33,12 @@ static void before_fork(void)
     sluice__engine_fork_lock();
     sluice__memory_stores_lock();
     sluice__key_stripes_lock();
+    sluice__monotonic_fork_lock();
 }
 
 static void after_fork_common(void)
 {
+    sluice__monotonic_fork_unlock();
     sluice__key_stripes_unlock();
     sluice__memory_stores_unlock();
     sluice__engine_fork_unlock();

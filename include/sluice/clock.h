@@ -28,6 +28,13 @@ typedef void (*sluice_clock_sleep_func)(gint64 until_us, gpointer user_data);
 SLUICE_API void sluice_clock_set(sluice_clock_now_func now, sluice_clock_sleep_func sleep,
                                  gpointer user_data);
 
+/** The time a decision made now would be made at, in microseconds: the virtual
+ * clock's when one is set, else CLOCK_MONOTONIC's (as g_get_monotonic_time), read
+ * the way decisions read it (from the CPU's time-stamp counter where the kernel
+ * keeps CLOCK_MONOTONIC on it: docs/design.md). On one thread it never
+ * goes back. */
+SLUICE_API gint64 sluice_clock_now(void);
+
 G_END_DECLS
 
 #endif

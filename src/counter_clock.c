@@ -1,0 +1,261 @@
+/* CLOCK_MONOTONIC read cheaply: the CPU's time-stamp counter on a line kept in step
+ * with clock_gettime.
+ *
+ * The counter is used only where the kernel keeps CLOCK_MONOTONIC on it itself
+ * (its clocksource is "tsc") and the CPU says it is invariant (one rate in every
+ * power state), and not when SLUICE_CLOCK=system is in the environment. Ticks
+ * become nanoseconds on a line through an anchor: a counter reading and this
+ * clock's time there. When the counter passes the next anchor, the reader that
+ * sees it first reads clock_gettime between two counter reads and draws the next
+ * line from there, with the slope of the rate measured since the start. The line
+ * starts at clock_gettime's time, unless the old line gave more before its next
+ * anchor: then it starts there (never back) and is slowed by what closes the gap
+ * by the anchor after, at most 1000 ppm. So the clock stays within the rate error
+ * times the span between anchors (at most 16 ms: well under a µs here) of
+ * clock_gettime, and never goes back. The counter is read without a fence (a fence
+ * costs as much as the read), so two threads' readings may be out of the order
+ * of the reads by a few ns: what keeps decisions in order (src/backend_memory.c)
+ * does not rest on it. A reader that finds the line being drawn waits for it. */
+#include "counter_clock.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#define HAVE_COUNTER 1
+#else
+#define HAVE_COUNTER 0
+#endif
+
+#define MAX_SPAN_NS  (16 * G_GINT64_CONSTANT(1000000)) /* between anchors, once settled */
+#define SLEW_PER     1000                              /* slewing moves the slope at most 1/1000 */
+#define CALIBRATE_NS (200 * G_GINT64_CONSTANT(1000))   /* the first rate's least span */
+#define MAX_SPINS    1000 /* waiting for a line being drawn: then clock_gettime */
+
+typedef enum {
+    SOURCE_UNDECIDED,
+    SOURCE_COUNTER,
+    SOURCE_SYSTEM,
+} source;
+
+/* The line, behind a version word (even: stable; odd: being drawn). */
+typedef struct {
+    guint64 version;
+    guint64 tsc;  /* the anchor's counter reading          */
+    gint64 ns;    /* this clock's time there               */
+    guint64 mult; /* nanoseconds per tick, times 2^32      */
+    guint64 next; /* the counter reading of the next anchor */
+} __attribute__((aligned(64))) line;
+
+/* A counter reading and clock_gettime's time at it. */
+typedef struct {
+    guint64 tsc;
+    gint64 ns;
+} pair;
+
+static line current;
+static gint chosen;        /* atomic: a source */
+static pair first;         /* the first pair: the rate is measured from it   */
+static guint64 span_ticks; /* between anchors: doubles up to MAX_SPAN_NS     */
+static guint64 max_span_ticks;
+
+static __thread __attribute__((tls_model("initial-exec"))) gint64 last_ns;
+
+static gint64 system_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (gint64)t.tv_sec * G_GINT64_CONSTANT(1000000000) + t.tv_nsec;
+}
+
+/* Never less than what this thread read before. */
+static inline gint64 forward(gint64 ns)
+{
+    if (G_UNLIKELY(ns < last_ns))
+        return last_ns;
+    last_ns = ns;
+    return ns;
+}
+
+#if HAVE_COUNTER
+
+static inline guint64 ticks(void)
+{
+    return __rdtsc();
+}
+
+/* a ticks at mult nanoseconds per tick (times 2^32); a may be negative */
+static inline gint64 scale(gint64 a, guint64 mult)
+{
+    return (gint64)(((__int128)a * (__int128)mult) >> 32);
+}
+
+/* clock_gettime between two fenced counter reads: the narrowest of three, its
+ * counter taken halfway. */
+static pair measure(void)
+{
+    pair best = {0, 0};
+    guint64 narrowest = G_MAXUINT64;
+    for (int i = 0; i < 3; i++) {
+        _mm_lfence();
+        guint64 before = __rdtsc();
+        _mm_lfence();
+        gint64 ns = system_ns();
+        _mm_lfence();
+        guint64 after = __rdtsc();
+        if (after - before < narrowest) {
+            narrowest = after - before;
+            best = (pair){before + (after - before) / 2, ns};
+        }
+    }
+    return best;
+}
+
+/* The CPU says its counter is invariant (CPUID 0x80000007, EDX bit 8). */
+static gboolean invariant_counter(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007)
+        return FALSE;
+    __get_cpuid(0x80000007, &a, &b, &c, &d);
+    return (d & (1u << 8)) != 0;
+}
+
+/* The kernel keeps CLOCK_MONOTONIC on the counter. */
+static gboolean kernel_on_counter(void)
+{
+    g_autofree char *name = NULL;
+    if (!g_file_get_contents("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                             &name, NULL, NULL))
+        return FALSE;
+    return strcmp(g_strstrip(name), "tsc") == 0;
+}
+
+/* Measures the first rate (over CALIBRATE_NS at least) and draws the first line:
+ * FALSE when the rate is not that of a counter between 100 MHz and 100 GHz. */
+static gboolean calibrate(void)
+{
+    first = measure();
+    pair p;
+    do
+        p = measure();
+    while (p.ns - first.ns < CALIBRATE_NS);
+    if (p.tsc <= first.tsc)
+        return FALSE;
+    guint64 mult =
+        (guint64)(((unsigned __int128)(guint64)(p.ns - first.ns) << 32) / (p.tsc - first.tsc));
+    if (mult < (G_GUINT64_CONSTANT(1) << 32) / 100 || mult > (G_GUINT64_CONSTANT(10) << 32))
+        return FALSE;
+    max_span_ticks = (guint64)(((unsigned __int128)MAX_SPAN_NS << 32) / mult);
+    span_ticks = 4 * (p.tsc - first.tsc);
+    current = (line){0, p.tsc, p.ns, mult, p.tsc + span_ticks};
+    return TRUE;
+}
+
+/* Draws the next line through a pair measured at or after `seen`'s next anchor,
+ * unless another reader drew it first. */
+static void reanchor(guint64 seen)
+{
+    pair p = measure(); /* before the version is held: readers wait a few stores at most */
+    if (!__atomic_compare_exchange_n(&current.version, &seen, seen + 1, FALSE, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        return;
+    /* readers used the line only before its next anchor: it gave at most `given` */
+    gint64 given = current.ns + scale((gint64)(current.next - current.tsc), current.mult);
+    gint64 here = MAX(p.ns, given);
+    gint64 gap = p.ns - here; /* <= 0: this clock is ahead of clock_gettime by -gap */
+    guint64 rate =
+        (guint64)(((unsigned __int128)(guint64)(p.ns - first.ns) << 32) / (p.tsc - first.tsc));
+    span_ticks = MIN(2 * span_ticks, max_span_ticks);
+    gap = MAX(gap, -scale((gint64)span_ticks, rate) / SLEW_PER);
+    __int128 slew = ((__int128)gap << 32) / (__int128)span_ticks;
+    __atomic_store_n(&current.tsc, p.tsc, __ATOMIC_RELAXED);
+    __atomic_store_n(&current.ns, here, __ATOMIC_RELAXED);
+    __atomic_store_n(&current.mult, (guint64)((__int128)rate + slew), __ATOMIC_RELAXED);
+    __atomic_store_n(&current.next, p.tsc + span_ticks, __ATOMIC_RELAXED);
+    __atomic_store_n(&current.version, seen + 2, __ATOMIC_RELEASE);
+}
+
+#endif /* HAVE_COUNTER */
+
+static source choose(void)
+{
+    static gsize once;
+    if (g_once_init_enter(&once)) {
+        source s = SOURCE_SYSTEM;
+        const char *forced = g_getenv("SLUICE_CLOCK");
+#if HAVE_COUNTER
+        if (!(forced && strcmp(forced, "system") == 0) && invariant_counter() &&
+            kernel_on_counter() && calibrate())
+            s = SOURCE_COUNTER;
+#else
+        (void)forced;
+#endif
+        g_atomic_int_set(&chosen, s);
+        g_once_init_leave(&once, 1);
+    }
+    return (source)g_atomic_int_get(&chosen);
+}
+
+gint64 sluice__monotonic_ns(void)
+{
+    source s = (source)g_atomic_int_get(&chosen);
+    if (G_UNLIKELY(s == SOURCE_UNDECIDED))
+        s = choose();
+#if HAVE_COUNTER
+    for (guint spins = 0; G_LIKELY(s == SOURCE_COUNTER) && spins < MAX_SPINS; spins++) {
+        /* acquire loads stand for a seqlock's fences (which ThreadSanitizer does not model) */
+        guint64 v = __atomic_load_n(&current.version, __ATOMIC_ACQUIRE);
+        guint64 tsc0 = __atomic_load_n(&current.tsc, __ATOMIC_ACQUIRE);
+        gint64 ns0 = __atomic_load_n(&current.ns, __ATOMIC_ACQUIRE);
+        guint64 mult = __atomic_load_n(&current.mult, __ATOMIC_ACQUIRE);
+        guint64 next = __atomic_load_n(&current.next, __ATOMIC_ACQUIRE);
+        guint64 now = ticks();
+        if (G_UNLIKELY((v & 1) || __atomic_load_n(&current.version, __ATOMIC_RELAXED) != v)) {
+            _mm_pause(); /* being drawn: a few stores */
+            continue;
+        }
+        if (G_UNLIKELY(now >= next)) {
+            reanchor(v);
+            continue;
+        }
+        return forward(ns0 + scale((gint64)(now - tsc0), mult));
+    }
+#endif
+    return forward(system_ns());
+}
+
+static guint64 held_for_fork;
+
+void sluice__monotonic_fork_lock(void)
+{
+#if HAVE_COUNTER
+    if (g_atomic_int_get(&chosen) != SOURCE_COUNTER)
+        return;
+    for (;;) { /* a reader draws a line in a few stores */
+        guint64 v = __atomic_load_n(&current.version, __ATOMIC_RELAXED);
+        if (!(v & 1) && __atomic_compare_exchange_n(&current.version, &v, v + 1, FALSE,
+                                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            held_for_fork = v;
+            return;
+        }
+        _mm_pause();
+    }
+#endif
+}
+
+void sluice__monotonic_fork_unlock(void)
+{
+#if HAVE_COUNTER
+    if (g_atomic_int_get(&chosen) == SOURCE_COUNTER)
+        __atomic_store_n(&current.version, held_for_fork, __ATOMIC_RELEASE);
+#endif
+}
+
+const char *sluice__monotonic_source(void)
+{
+    return choose() == SOURCE_COUNTER ? "tsc" : "system";
+}

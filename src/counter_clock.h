@@ -1,0 +1,20 @@
+/* CLOCK_MONOTONIC in nanoseconds, read from the CPU's time-stamp counter where
+ * that is sound (a third of clock_gettime's cost), else from clock_gettime. */
+#ifndef SLUICE_COUNTER_CLOCK_H
+#define SLUICE_COUNTER_CLOCK_H
+
+#include <glib.h>
+
+/* Nanoseconds on CLOCK_MONOTONIC's scale; never less than the last value the
+ * calling thread got. */
+gint64 sluice__monotonic_ns(void);
+
+/* What sluice__monotonic_ns reads: "tsc" (the counter) or "system" (clock_gettime). */
+const char *sluice__monotonic_source(void);
+
+/* fork(): holds the line (no reader draws it) until _fork_unlock, so that the child
+ * finds it whole. */
+void sluice__monotonic_fork_lock(void);
+void sluice__monotonic_fork_unlock(void);
+
+#endif
