@@ -33,6 +33,25 @@ gboolean sluice_rule_get(const char *name, sluice_rule_info *out)
     return TRUE;
 }
 
+G_STATIC_ASSERT(SLUICE_RULE_BANDS_MAX == 1 + SLUICE__MAX_BANDS);
+
+guint sluice_rule_bands(const char *name, sluice_band_info *out, guint n)
+{
+    if (!sluice__check_name(name, NULL))
+        return 0;
+    sluice__limiter *limiter = sluice__registry_find(name);
+    const sluice__rule *rule = limiter ? sluice__limiter_rule(limiter) : NULL;
+    if (!rule)
+        return 0;
+    guint count = sluice__rule_bands(rule);
+    for (guint i = 0; out && i < MIN(n, count); i++) {
+        const sluice__band *b = i > 0 ? &rule->bands[i - 1] : NULL;
+        out[i] = (sluice_band_info){b ? b->limit : rule->limit, b ? b->burst : rule->burst,
+                                    (b ? b->window_us : rule->window_us) / 1000, i > rule->n_bands};
+    }
+    return count;
+}
+
 gboolean sluice_reset(const char *name, const char *key, GError **error)
 {
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);

@@ -561,6 +561,39 @@ static void read_bands(reader *r, const char *key, sluice__rule *rule, guint *co
     }
 }
 
+/* prefetch beside bands: at most what every enforced band can pass at once (else
+ * every round trip for it is refused), and no shadow bands (a shadow band would
+ * decide the permits taken at once, not each call's, so its counts would not say
+ * what it refuses). */
+static void check_prefetch_bands(reader *r, const sluice__rule *rule)
+{
+    if (rule->prefetch == 0 || rule->n_bands + rule->n_shadow == 0)
+        return;
+    g_autofree char *n = value_of(r, "prefetch");
+    if (rule->n_shadow > 0) {
+        report(r, "prefetch", n,
+               g_strdup("not with shadow_bands: a shadow band would decide the permits taken "
+                        "at once, not each call's; expected prefetch = 0 where shadow_bands "
+                        "are watched"));
+        return;
+    }
+    for (guint i = 0; i < rule->n_bands; i++) {
+        const sluice__band *b = &rule->bands[i];
+        gboolean bucket =
+            rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA;
+        gint64 capacity = bucket ? b->burst : b->limit;
+        if (rule->prefetch > capacity) {
+            g_autofree char *window = sluice__format_duration(b->window_us);
+            report(r, "prefetch", n,
+                   g_strdup_printf("more than the %" G_GINT64_FORMAT
+                                   " permits the band %" G_GINT64_FORMAT
+                                   "/%s can pass at once; expected at most %" G_GINT64_FORMAT,
+                                   capacity, b->limit, window, capacity));
+            return;
+        }
+    }
+}
+
 static void read_limit_group(reader *r, const char *name, sluice__config *c)
 {
     sluice__rule *rule = g_new0(sluice__rule, 1);
@@ -619,6 +652,8 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
         read_bands(r, "bands", rule, &rule->n_bands);
         read_bands(r, "shadow_bands", rule, &rule->n_shadow);
     }
+    if (r->problems->len == before)
+        check_prefetch_bands(r, rule);
     if (r->problems->len != before) {
         g_free(rule);
         return;

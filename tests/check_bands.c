@@ -18,7 +18,8 @@ static const char *bands =
     "[limit:fw]\nalgorithm = fixed_window\nlimit = 5\nwindow = 10s\nbands = 2/1s\n"
     "[limit:tb]\nalgorithm = token_bucket\nlimit = 10\nwindow = 1s\nbands = 20/10s/20\n"
     "[limit:log]\nalgorithm = sliding_log\nlimit = 3\nwindow = 1s\nbands = 4/1m, 10/1h\n"
-    "[limit:sh]\nalgorithm = fixed_window\nlimit = 10\nwindow = 1s\nshadow_bands = 2/1s\n";
+    "[limit:sh]\nalgorithm = fixed_window\nlimit = 10\nwindow = 1s\nshadow_bands = 2/1s\n"
+    "[limit:g]\nalgorithm = gcra\nlimit = 3000\nwindow = 1s\nburst = 1\nbands = 7/1s\n";
 
 START_TEST(a_call_one_band_refuses_takes_nothing_from_any_band)
 {
@@ -125,6 +126,96 @@ START_TEST(a_reload_that_changes_bands_keeps_the_state_of_the_bands_that_stay)
 }
 END_TEST
 
+/* A band at a rate that does not divide its window is exact, as the rule's own:
+ * gcra 3000/s (T = 333 1/3 µs, burst 1) beside 7/s (T = 142 857 1/7 µs, burst 7). */
+START_TEST(bands_at_any_rate_are_exact)
+{
+    fixture_clock_start(S);
+    fixture_init(bands);
+    /* 3000/s has 0 left, 7/s 6: reset the latest, ceil(T of 7/s) = 142 858 µs */
+    ck_at(S, "g", 1, TRUE, 1, 0, -1, 143);
+    /* 1/3 µs early for 3000/s: retry 1 µs; 7/s's ttl 142 524 1/7 µs */
+    ck_at(S + 333, "g", 1, FALSE, 1, 0, 1, 143);
+    /* 7/s: ttl 2T - 334 = 285 380 2/7 µs, remaining floor((7T - ttl) / T) = 5 */
+    ck_at(S + 334, "g", 1, TRUE, 1, 0, -1, 286);
+    ck_at(S + 334, "g", 0, FALSE, 1, 0, 1, 286);
+    sluice_shutdown();
+}
+END_TEST
+
+/* A token_bucket rule with bands reserves nothing: a waiting caller sleeps until the
+ * latest band's retry and asks again; permits not due within the wait are refused at
+ * once, taking nothing. */
+START_TEST(a_waiting_caller_with_bands_asks_again_when_every_band_admits)
+{
+    fixture_clock_start(S);
+    fixture_init(bands);
+    /* 10 per 1 s (burst 10) and 20 per 10 s (burst 20) */
+    ck_at(S, "tb", 10, TRUE, 10, 0, -1, 5000);
+    /* 5 are due in 500 ms in the first band: not within 100 ms, refused, no sleep */
+    ck_acquire_wait("tb", "k", 5, 100, FALSE, 10, 0, 500, 5000);
+    ck_assert_uint_eq(fixture_clock_sleeps(), 0);
+    ck_assert_int_eq(fixture_clock_now(), S);
+    /* 3 are due in 300 ms: it sleeps once and takes them then; the second band has 7
+     * left, due back in 13 × 500 ms from S */
+    ck_acquire_wait("tb", "k", 3, 1000, TRUE, 10, 0, -1, 6200);
+    ck_assert_uint_eq(fixture_clock_sleeps(), 1);
+    ck_assert_int_eq(fixture_clock_now(), S + 300000);
+    /* nothing was reserved ahead: a peek sees the first band empty, not below it */
+    ck_acquire("tb", "k", 0, FALSE, 10, 0, 100, 6200);
+    sluice_shutdown();
+}
+END_TEST
+
+/* The HTTP headers of a decision with bands say the band it reports: the one with
+ * the fewest remaining, with the latest reset and retry. */
+START_TEST(the_headers_of_a_decision_with_bands_say_the_tightest_band)
+{
+    sluice_decision d;
+    sluice_headers h;
+    fixture_clock_start(S);
+    fixture_init(bands);
+    ck_at(S, "fw", 2, TRUE, 2, 0, -1, 10000);
+    fixture_clock_set(S + 500000);
+    ck_assert_int_eq(sluice_acquire("fw", "k", 1, &d, NULL), SLUICE_DENIED);
+    ck_assert(sluice_headers_from_decision(&d, &h, NULL));
+    ck_assert_uint_eq(h.n, 4);
+    ck_assert_str_eq(h.header[0].name, "RateLimit-Limit");
+    ck_assert_str_eq(h.header[0].value, "2"); /* 2 per 1 s, not 5 per 10 s */
+    ck_assert_str_eq(h.header[1].value, "0");
+    ck_assert_str_eq(h.header[2].value, "10"); /* 9.5 s: the 10 s band's reset */
+    ck_assert_str_eq(h.header[3].name, "Retry-After");
+    ck_assert_str_eq(h.header[3].value, "1"); /* 500 ms: the 1 s band's retry */
+    sluice_shutdown();
+}
+END_TEST
+
+/* sluice_rule_bands lists the rule's own band, then bands, then shadow bands. */
+START_TEST(the_bands_of_a_rule_are_listed_in_keyfile_order)
+{
+    sluice_band_info b[SLUICE_RULE_BANDS_MAX];
+    fixture_clock_start(S);
+    fixture_init(bands);
+    ck_assert_uint_eq(sluice_rule_bands("tb", b, G_N_ELEMENTS(b)), 2);
+    ck_assert_int_eq(b[0].limit, 10);
+    ck_assert_int_eq(b[0].window_ms, 1000);
+    ck_assert_int_eq(b[1].limit, 20);
+    ck_assert_int_eq(b[1].window_ms, 10000);
+    ck_assert_int_eq(b[1].burst, 20);
+    ck_assert(!b[1].shadow);
+    ck_assert_uint_eq(sluice_rule_bands("log", b, 1), 3); /* fills 1, says 3 */
+    ck_assert_int_eq(b[0].limit, 3);
+    ck_assert_uint_eq(sluice_rule_bands("log", NULL, 0), 3);
+    ck_assert_uint_eq(sluice_rule_bands("sh", b, G_N_ELEMENTS(b)), 2);
+    ck_assert(!b[0].shadow);
+    ck_assert(b[1].shadow);
+    ck_assert_int_eq(b[1].limit, 2);
+    ck_assert_uint_eq(sluice_rule_bands("nope", b, G_N_ELEMENTS(b)), 0);
+    sluice_shutdown();
+    ck_assert_uint_eq(sluice_rule_bands("tb", b, G_N_ELEMENTS(b)), 0);
+}
+END_TEST
+
 START_TEST(bands_are_refused_with_what_would_be_right)
 {
     static const struct {
@@ -148,6 +239,15 @@ START_TEST(bands_are_refused_with_what_would_be_right)
         {"[limit:a]\nalgorithm = gcra\nlimit = 5\nwindow = 1s\nbands = 1/1d/36501\n",
          "[limit:a] bands = 1/1d/36501: burst 36501: too large: refilling it would take more "
          "than 36500d; at most 36500"},
+        {"[limit:a]\nalgorithm = token_bucket\nlimit = 10\nwindow = 1s\nprefetch = 3\n"
+         "bands = 100/1m, 2/100ms\n",
+         "[limit:a] prefetch = 3: more than the 2 permits the band 2/100ms can pass at once; "
+         "expected at most 2"},
+        {"[limit:a]\nalgorithm = fixed_window\nlimit = 10\nwindow = 1s\nprefetch = 2\n"
+         "shadow_bands = 5/1s\n",
+         "[limit:a] prefetch = 2: not with shadow_bands: a shadow band would decide the "
+         "permits taken at once, not each call's; expected prefetch = 0 where shadow_bands are "
+         "watched"},
     };
     for (guint i = 0; i < G_N_ELEMENTS(bad); i++)
         fixture_refused(bad[i].ini, bad[i].message);
@@ -163,6 +263,10 @@ int main(void)
     tcase_add_test(tc, sliding_log_bands_count_each_permit_in_every_band);
     tcase_add_test(tc, a_shadow_band_is_counted_and_never_refuses);
     tcase_add_test(tc, a_reload_that_changes_bands_keeps_the_state_of_the_bands_that_stay);
+    tcase_add_test(tc, bands_at_any_rate_are_exact);
+    tcase_add_test(tc, a_waiting_caller_with_bands_asks_again_when_every_band_admits);
+    tcase_add_test(tc, the_headers_of_a_decision_with_bands_say_the_tightest_band);
+    tcase_add_test(tc, the_bands_of_a_rule_are_listed_in_keyfile_order);
     tcase_add_test(tc, bands_are_refused_with_what_would_be_right);
     suite_add_tcase(suite, tc);
     return fixture_run(suite);

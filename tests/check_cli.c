@@ -331,6 +331,34 @@ START_TEST(status_shows_every_rule_in_keyfile_order)
 }
 END_TEST
 
+/* A rule with bands shows them as the keyfile writes them, the burst when it is not
+ * the limit; the decision is the tightest band's. */
+START_TEST(status_shows_the_bands_and_shadow_bands_of_a_rule)
+{
+    g_autofree char *path =
+        keyfile("[limit:g]\nalgorithm = gcra\nlimit = 3000\nwindow = 1s\n"
+                "bands = 7/1s, 100000/1d/5000\nshadow_bands = 90/90s, 5/1500ms\n");
+    g_autoptr(result) text = sluice("status", "-c", path, NULL);
+    ck_run(text, 0,
+           "g - algorithm=gcra limit=7 remaining=7 retry_after_ms=-1 reset_after_ms=0 "
+           "bands=7/1s,100000/1d/5000 shadow_bands=90/90s,5/1500ms\n",
+           "");
+    g_autoptr(result) json = sluice("status", "-c", path, "--json", NULL);
+    ck_run(json, 0,
+           "{\"name\":\"g\",\"key\":null,\"algorithm\":\"gcra\",\"limit\":7,\"remaining\":7,"
+           "\"retry_after_ms\":-1,\"reset_after_ms\":0,\"bands\":[\"7/1s\",\"100000/1d/5000\"],"
+           "\"shadow_bands\":[\"90/90s\",\"5/1500ms\"]}\n",
+           "");
+    g_autofree char *shadow_only = keyfile("[limit:f]\nalgorithm = fixed_window\nlimit = 3\n"
+                                           "window = 1h\nshadow_bands = 1/1m\n");
+    g_autoptr(result) f = sluice("status", "-c", shadow_only, NULL);
+    ck_run(f, 0,
+           "f - algorithm=fixed_window limit=3 remaining=3 retry_after_ms=-1 reset_after_ms=0 "
+           "shadow_bands=1/1m\n",
+           "");
+}
+END_TEST
+
 static const char *const algorithms[] = {"fixed_window", "sliding_log", "sliding_window",
                                          "token_bucket", "gcra",        "concurrency"};
 
@@ -607,20 +635,50 @@ START_TEST(replay_reads_permits_0_as_a_peek)
 }
 END_TEST
 
+/* Replays trace_text against a keyfile of rules: exit 0, stdout `expected`, no stderr. */
+static void ck_replay(const char *rules, const char *trace_text, const char *expected)
+{
+    g_autofree char *path = keyfile(rules);
+    g_autofree char *trace_path = fixture_write_keyfile(trace_text);
+    g_autoptr(result) r = sluice("replay", "-c", path, trace_path, NULL);
+    ck_run(r, 0, expected, "");
+}
+
 /* A rule with bands replays as the API decides: the band with the fewest remaining
  * is printed, a call one band refuses takes nothing from the others. */
 START_TEST(replay_decides_bands_as_the_api_does)
 {
-    g_autofree char *path = keyfile("[limit:b]\nalgorithm = fixed_window\nlimit = 3\nwindow = 1s\n"
-                                    "bands = 2/100ms\nshadow_bands = 1/1s\n");
-    g_autofree char *trace_path = fixture_write_keyfile("0 b x 2\n0 b x 1\n100 b x 1\n");
-    g_autoptr(result) r = sluice("replay", "-c", path, trace_path, NULL);
-    ck_run(r, 0,
-           "0 b x 2 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1000\n"
-           "0 b x 1 allowed=0 limit=2 remaining=0 retry_after_ms=100 reset_after_ms=1000\n"
-           "100 b x 1 allowed=1 limit=3 remaining=0 retry_after_ms=-1 reset_after_ms=900\n"
-           "summary b calls=3 admitted=2 denied=1 permits_admitted=3 permits_denied=1\n",
-           "");
+    /* the shadow band 1/1s would refuse the first call (2 permits), not the third */
+    ck_replay("[limit:b]\nalgorithm = fixed_window\nlimit = 3\nwindow = 1s\n"
+              "bands = 2/100ms\nshadow_bands = 1/1s\n",
+              "0 b x 2\n0 b x 1\n100 b x 1\n",
+              "0 b x 2 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1000 "
+              "shadow_denied=1\n"
+              "0 b x 1 allowed=0 limit=2 remaining=0 retry_after_ms=100 reset_after_ms=1000 "
+              "shadow_denied=0\n"
+              "100 b x 1 allowed=1 limit=3 remaining=0 retry_after_ms=-1 reset_after_ms=900 "
+              "shadow_denied=0\n"
+              "summary b calls=3 admitted=2 denied=1 permits_admitted=3 permits_denied=1 "
+              "shadow_denied=1\n");
+    /* a token_bucket waiter with bands reserves nothing, as in the library: it is
+     * decided again when every band admits (2/1s has 1 back at 500 ms) */
+    ck_replay("[limit:t]\nalgorithm = token_bucket\nlimit = 2\nwindow = 1s\nwait = 1s\n"
+              "bands = 3/10s\n",
+              "0 t x 2\n0 t x 1\n",
+              "0 t x 2 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=6667 "
+              "waited_ms=0\n"
+              "0 t x 1 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=9500 "
+              "waited_ms=500\n"
+              "summary t calls=2 admitted=2 denied=0 permits_admitted=3 permits_denied=0\n");
+    /* mode = shadow is watched too: the second call passes, shadow_denied */
+    ck_replay("[limit:s]\nalgorithm = fixed_window\nlimit = 1\nwindow = 1s\nmode = shadow\n",
+              "0 s\n0 s\n",
+              "0 s - 1 allowed=1 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=1000 "
+              "shadow_denied=0\n"
+              "0 s - 1 allowed=1 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=1000 "
+              "shadow_denied=1\n"
+              "summary s calls=2 admitted=2 denied=0 permits_admitted=2 permits_denied=0 "
+              "shadow_denied=1\n");
 }
 END_TEST
 
@@ -636,6 +694,7 @@ int main(void)
     tcase_add_test(tc, acquire_refuses_bad_arguments_with_exit_2);
     tcase_add_test(tc, every_subcommand_exits_3_when_the_backend_fails);
     tcase_add_test(tc, status_shows_every_rule_in_keyfile_order);
+    tcase_add_test(tc, status_shows_the_bands_and_shadow_bands_of_a_rule);
     tcase_add_loop_test(tc, status_consumes_nothing_for_every_algorithm, 0,
                         G_N_ELEMENTS(algorithms));
     tcase_add_test(tc, reset_then_acquire_shows_a_full_limit);

@@ -5,10 +5,10 @@
  * traffic replays in moments and the answers are exact; on Redis the scripts get
  * that time as their override. A rule's `wait` is played out in virtual time:
  * while a caller waits, the calls after it in the trace go on at their own times.
- * A token_bucket waiter reserves its tokens at once (as the library does); any
- * other waiter is decided again when its permits are due (before the trace's
- * calls of that same millisecond), until it passes or its wait is over. Lines
- * are printed in trace order, each with its final decision. */
+ * A token_bucket waiter reserves its tokens at once (as the library does, for a
+ * rule without bands); any other waiter is decided again when its permits are due (before the
+ * trace's calls of that same millisecond), until it passes or its wait is over. Lines are printed
+ * in trace order, each with its final decision. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,8 +32,9 @@ typedef struct {
     sluice_rule_info rule;
     gboolean reserves; /* a token_bucket with a wait: waiters reserve their tokens */
     gboolean retries;  /* any other rule with a wait: waiters are decided again    */
+    gboolean watched;  /* mode = shadow or shadow_bands: shadow_denied is printed   */
     GHashTable *keys;  /* the keys it was called with ("" for none), to reset after */
-    gint64 calls, admitted, denied, permits_admitted, permits_denied;
+    gint64 calls, admitted, denied, permits_admitted, permits_denied, shadow_denied;
 } limit;
 
 /* One trace line's call. */
@@ -47,6 +48,7 @@ typedef struct {
     gint64 due_ms;      /* while waiting: when it is decided again */
     gboolean done;
     sluice_decision d;
+    gboolean shadow_denied; /* allowed, but refused by shadow mode or a shadow band */
     gint64 waited_ms;
 } call;
 
@@ -100,8 +102,12 @@ static limit *limit_of(replay *r, const char *name)
     l->keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     l->ruled = sluice_rule_get(name, &l->rule);
     gboolean waits = l->ruled && l->rule.wait_ms > 0 && !l->rule.shadow;
-    l->reserves = waits && strcmp(l->rule.algorithm, "token_bucket") == 0;
+    sluice_band_info bands[SLUICE_RULE_BANDS_MAX];
+    guint n = MIN(sluice_rule_bands(name, bands, SLUICE_RULE_BANDS_MAX), SLUICE_RULE_BANDS_MAX);
+    /* with bands the library reserves nothing: the waiter asks again when due */
+    l->reserves = waits && n == 1 && strcmp(l->rule.algorithm, "token_bucket") == 0;
     l->retries = waits && !l->reserves;
+    l->watched = l->ruled && (l->rule.shadow || bands[n - 1].shadow);
     if (!l->ruled && g_utf8_validate(name, -1, NULL))
         fprintf(stderr, "sluice %s: %s: no rule [limit:%s]: not limited\n", COMMAND, r->trace,
                 name);
@@ -132,8 +138,14 @@ static gboolean decide(replay *r, call *c, GError **error)
     r->slept_until = -1;
     /* token_bucket with a wait: the library reserves; else no real waiting at all */
     gint64 timeout_ms = l->reserves ? c->deadline_ms - now_ms : 0;
+    sluice_stats before, after;
+    if (l->watched && !sluice_stats_get(l->name, &before, error))
+        return FALSE;
     if (sluice_acquire_wait(l->name, c->key, c->permits, timeout_ms, &c->d, error) == SLUICE_ERROR)
         return FALSE;
+    if (l->watched && !sluice_stats_get(l->name, &after, error))
+        return FALSE;
+    c->shadow_denied = l->watched && after.shadow_denied > before.shadow_denied;
     if (!c->d.allowed && l->retries && c->d.retry_after_ms >= 0 && now_ms < c->deadline_ms) {
         c->due_ms = now_ms + MAX(1, c->d.retry_after_ms);
         if (c->due_ms > c->deadline_ms && strcmp(l->rule.algorithm, "concurrency") == 0)
@@ -149,6 +161,7 @@ static gboolean decide(replay *r, call *c, GError **error)
     else
         c->waited_ms = now_ms - c->t_ms;
     l->calls++;
+    l->shadow_denied += c->shadow_denied;
     if (c->d.allowed) {
         l->admitted++;
         l->permits_admitted = saturating_add(l->permits_admitted, c->permits);
@@ -191,6 +204,8 @@ static void print_done(replay *r)
         cli_append_decision(out, &c->d, TRUE);
         if (c->limit->reserves || c->limit->retries)
             g_string_append_printf(out, " waited_ms=%" G_GINT64_FORMAT, c->waited_ms);
+        if (c->limit->watched)
+            g_string_append_printf(out, " shadow_denied=%d", c->shadow_denied ? 1 : 0);
         if (!r->quiet)
             puts(out->str);
         call_free(c);
@@ -300,8 +315,11 @@ static void print_summary(replay *r)
         limit *l = g_ptr_array_index(r->order, i);
         printf("summary %s calls=%" G_GINT64_FORMAT " admitted=%" G_GINT64_FORMAT
                " denied=%" G_GINT64_FORMAT " permits_admitted=%" G_GINT64_FORMAT
-               " permits_denied=%" G_GINT64_FORMAT "\n",
+               " permits_denied=%" G_GINT64_FORMAT,
                l->name, l->calls, l->admitted, l->denied, l->permits_admitted, l->permits_denied);
+        if (l->watched)
+            printf(" shadow_denied=%" G_GINT64_FORMAT, l->shadow_denied);
+        putchar('\n');
     }
 }
 
@@ -377,8 +395,11 @@ static const cli_spec spec = {
     "is printed,\n"
     "in trace order, as\n"
     "  T_MS NAME KEY PERMITS allowed=A limit=L remaining=R retry_after_ms=X reset_after_ms=Y\n"
-    "with waited_ms=W added for rules with a wait, then one line per name:\n"
+    "with waited_ms=W added for rules with a wait, and shadow_denied=0 or 1 for\n"
+    "rules with mode = shadow or shadow_bands (1: passed, but enforcing the shadow\n"
+    "would have refused it), then one line per name:\n"
     "  summary NAME calls=C admitted=A denied=D permits_admitted=P permits_denied=Q\n"
+    "(and shadow_denied=S, the calls that were, for those rules).\n"
     "On Redis the replay uses its own key prefix and deletes its keys at the end.\n"
     "With --compare the trace is replayed against each keyfile in turn, each\n"
     "replay's lines after a line '# replay of KEYFILE'. With --svg the decisions\n"

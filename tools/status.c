@@ -6,6 +6,46 @@
 
 #define COMMAND "status"
 
+/* A window in its largest whole unit: 1h, 90s, 1500ms. */
+static void append_window(GString *out, gint64 ms)
+{
+    static const struct {
+        const char *unit;
+        gint64 ms;
+    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
+    guint u = 0;
+    while (ms % units[u].ms != 0)
+        u++;
+    g_string_append_printf(out, "%" G_GINT64_FORMAT "%s", ms / units[u].ms, units[u].unit);
+}
+
+/* The rule's bands, as the keyfile writes them (LIMIT/WINDOW, /BURST when it is not
+ * the limit): " bands=1000/1h,20000/1d shadow_bands=5/1s", or with json
+ * ',"bands":["1000/1h","20000/1d"],"shadow_bands":["5/1s"]'; nothing without bands. */
+static void append_bands(GString *out, const char *name, gboolean json)
+{
+    sluice_band_info bands[SLUICE_RULE_BANDS_MAX];
+    guint n = MIN(sluice_rule_bands(name, bands, SLUICE_RULE_BANDS_MAX), SLUICE_RULE_BANDS_MAX);
+    for (int shadow = 0; shadow < 2; shadow++) {
+        guint listed = 0;
+        for (guint i = 1; i < n; i++) {
+            if (bands[i].shadow != shadow)
+                continue;
+            const char *key = shadow ? "shadow_bands" : "bands";
+            if (listed++ == 0)
+                g_string_append_printf(out, json ? ",\"%s\":[\"" : " %s=", key);
+            else
+                g_string_append(out, json ? "\",\"" : ",");
+            g_string_append_printf(out, "%" G_GINT64_FORMAT "/", bands[i].limit);
+            append_window(out, bands[i].window_ms);
+            if (bands[i].burst != bands[i].limit)
+                g_string_append_printf(out, "/%" G_GINT64_FORMAT, bands[i].burst);
+        }
+        if (listed && json)
+            g_string_append(out, "\"]");
+    }
+}
+
 /* Prints one limit's state; the exit code on failure, else -1. */
 static int show(const char *name, const char *key, gboolean json)
 {
@@ -29,10 +69,12 @@ static int show(const char *name, const char *key, gboolean json)
         cli_append_json_string(out, rule.algorithm);
         g_string_append_c(out, ',');
         cli_append_json_decision(out, &d, FALSE);
+        append_bands(out, name, TRUE);
         g_string_append_c(out, '}');
     } else {
         g_string_append_printf(out, "%s %s algorithm=%s ", name, key ? key : "-", rule.algorithm);
         cli_append_decision(out, &d, FALSE);
+        append_bands(out, name, FALSE);
     }
     puts(out->str);
     return -1;
@@ -50,6 +92,9 @@ static const cli_spec spec = {
     "  NAME KEY algorithm=A limit=L remaining=R retry_after_ms=X reset_after_ms=Y\n"
     "(KEY - for none, and for a rule with per_key = false), or with --json one\n"
     "object per line. retry_after_ms is when one permit would pass (-1: now).\n"
+    "A rule with bands adds bands=LIMIT/WINDOW[/BURST],... and shadow_bands=...\n"
+    "as the keyfile has them; limit and remaining are the band with the fewest\n"
+    "remaining.\n"
     "It is read with a peek (permits = 0), which consumes nothing. With backend =\n"
     "memory every process keeps its own limits, so this shows a fresh state.\n\n"
     "Exit status: 0 done, 2 bad arguments or keyfile, 3 the backend failed.",

@@ -29,6 +29,25 @@ typedef struct {
  * alone) when sluice is not initialized or the name has no rule. */
 SLUICE_API gboolean sluice_rule_get(const char *name, sluice_rule_info *out);
 
+/** The most bands a rule has: its own limit and window, and up to 8 from `bands`
+ * and `shadow_bands`. */
+#define SLUICE_RULE_BANDS_MAX 9
+
+/** One band of a rule, as sluice_rule_bands reports it. */
+typedef struct {
+    gint64 limit;     /**< permits per window                                    */
+    gint64 burst;     /**< token_bucket and gcra: capacity; the others: limit    */
+    gint64 window_ms; /**< the band's window                                     */
+    gboolean shadow;  /**< from shadow_bands: decided and counted, never refuses */
+} sluice_band_info;
+
+/** Fills out[0 .. n) with the bands of the rule of name in the running keyfile:
+ * out[0] is the rule's own limit, window and burst, then come `bands` and then
+ * `shadow_bands`, in keyfile order. Returns how many bands the rule has (1 without
+ * bands; at most SLUICE_RULE_BANDS_MAX), which may be more than n (out may be NULL
+ * when n is 0); 0 when sluice is not initialized or the name has no rule. */
+SLUICE_API guint sluice_rule_bands(const char *name, sluice_band_info *out, guint n);
+
 /** Forgets the state of the limit `name` for `key` (NULL: no key; ignored when the
  * rule says per_key = false), so that it is back to full capacity: on Redis, DEL
  * of its keys; concurrency leases are dropped and callers waiting for them woken.
