@@ -167,7 +167,9 @@ end
 -- decided without writing, then, when every enforced band admits, each takes the
 -- permits (a shadow band only when it admits too). The reply reports the enforced
 -- band with the fewest remaining (the first on a tie), the latest retry (-1 when
--- one can never pass) and reset, and 8th whether a shadow band would have refused.
+-- one can never pass) and reset, and 8th the bands that refused, bit i - 1 for band
+-- i: denied, the enforced bands that refused; admitted, the shadow bands that would
+-- have (so an admitted call with any bit set is shadow_denied).
 local function run_bands(band)
   local permits = tonumber(ARGV[6])
   local reserve = tonumber(ARGV[7])
@@ -220,8 +222,11 @@ local function run_bands(band)
       retry = r[4]
     end
   end
-  for i = enforced + 1, n do
-    if all and each[i][1] == 0 then shadow = 1 end
+  local first, last, bit = 1, enforced, 1
+  if all then first, last = enforced + 1, n end
+  for i = 1, last do
+    if i >= first and each[i][1] == 0 then shadow = shadow + bit end
+    bit = bit * 2
   end
   if all or never then retry = -1 end
   return {all and 1 or 0, each[tight][2], each[tight][3], retry, reset, 0, 0, shadow}

@@ -45,9 +45,8 @@ guint sluice_rule_bands(const char *name, sluice_band_info *out, guint n)
         return 0;
     guint count = sluice__rule_bands(rule);
     for (guint i = 0; out && i < MIN(n, count); i++) {
-        const sluice__band *b = i > 0 ? &rule->bands[i - 1] : NULL;
-        out[i] = (sluice_band_info){b ? b->limit : rule->limit, b ? b->burst : rule->burst,
-                                    (b ? b->window_us : rule->window_us) / 1000, i > rule->n_bands};
+        sluice__band b = sluice__rule_band(rule, i);
+        out[i] = (sluice_band_info){b.limit, b.burst, b.window_us / 1000, i > rule->n_bands};
     }
     return count;
 }

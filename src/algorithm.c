@@ -419,6 +419,7 @@ decide_one(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64
     v->wait_us = 0;
     v->leased = 0;
     v->shadow_denied = FALSE;
+    v->refused = 0;
     if (c.need > capacity)
         c.need = capacity + 1; /* keeps the arithmetic small; denied either way */
     switch (rule->algorithm) {
@@ -508,8 +509,10 @@ static __attribute__((noinline)) void decide_bands(const sluice__rule *rule, slu
     v->reset_after_us = reset;
     v->wait_us = 0;
     v->leased = 0;
-    for (guint i = enforced; i < n; i++)
-        v->shadow_denied = v->shadow_denied || (all && !each[i].allowed);
+    v->refused = 0;
+    for (guint i = all ? enforced : 0; i < (all ? n : enforced); i++)
+        v->refused |= each[i].allowed ? 0 : 1u << i;
+    v->shadow_denied = all && v->refused != 0;
     states[0].idle_at = now_us + idle;
 }
 

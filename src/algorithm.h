@@ -40,6 +40,9 @@ typedef struct {
     gint64 wait_us;         /* > 0: admitted on reservation, due after this    */
     gint64 leased;          /* concurrency permits taken, to be given back     */
     gboolean shadow_denied; /* admitted, but a shadow band would have refused  */
+    guint refused;          /* bit i: band i refused (rule with bands): when denied,
+                             * the enforced bands that refused; when admitted, the
+                             * shadow bands that would have; 0 without bands      */
 } sluice__verdict;
 
 /* The longest a token_bucket caller may reserve ahead (18250 days): it keeps the

@@ -235,7 +235,7 @@ static void asked(const sluice__verdict *v, GError *failure, gpointer task)
         g_object_unref(task);
         return;
     }
-    sluice__outcome outcome = sluice__engine_settle(r->rule, v, &r->decision);
+    sluice__outcome outcome = sluice__engine_settle(r->limiter, r->rule, v, &r->decision);
     gint64 until;
     sluice__next next = failure ? SLUICE__NEXT_FINISH
                                 : sluice__engine_next(r->rule, v, r->wait_us, r->deadline,

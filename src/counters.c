@@ -78,6 +78,7 @@ void sluice__stats_read(const sluice_stats *stats, sluice_stats *out)
 struct sluice__counters {
     struct {
         sluice_stats stats;
+        guint64 refused[1 + SLUICE__MAX_BANDS]; /* per band of the rule, by position */
     } __attribute__((aligned(LINE))) stripes[STRIPES];
 };
 
@@ -94,11 +95,17 @@ void sluice__counters_free(sluice__counters *counters)
     g_aligned_free(counters);
 }
 
-sluice_stats *sluice__counters_mine(sluice__counters *counters)
+/* The stripe the calling thread counts in. */
+static inline guint mine(void)
 {
     if (G_UNLIKELY(my_stripe == 0))
         my_stripe = (guint)g_atomic_int_add(&threads_seen, 1) % STRIPES + 1;
-    return &counters->stripes[my_stripe - 1].stats;
+    return my_stripe - 1;
+}
+
+sluice_stats *sluice__counters_mine(sluice__counters *counters)
+{
+    return &counters->stripes[mine()].stats;
 }
 
 void sluice__counters_read(const sluice__counters *counters, sluice_stats *out)
@@ -111,5 +118,46 @@ void sluice__counters_read(const sluice__counters *counters, sluice_stats *out)
         guint64 *to = (guint64 *)out;
         for (gsize k = 0; k < sizeof s / sizeof(guint64); k++)
             to[k] += from[k];
+    }
+}
+
+void sluice__counters_refused(sluice__counters *counters, guint refused)
+{
+    guint64 *by_band = counters->stripes[mine()].refused;
+    for (; refused; refused &= refused - 1)
+        add(&by_band[__builtin_ctz(refused)], 1);
+}
+
+void sluice__counters_read_refused(const sluice__counters *counters,
+                                   guint64 out[1 + SLUICE__MAX_BANDS])
+{
+    for (guint b = 0; b < 1 + SLUICE__MAX_BANDS; b++) {
+        out[b] = 0;
+        for (guint i = 0; i < STRIPES; i++)
+            out[b] += load(&counters->stripes[i].refused[b]);
+    }
+}
+
+/* TRUE when band i of a and band j of b are one band: the same limit, window,
+ * burst and kind (enforced or shadow). */
+static gboolean same_band(const sluice__rule *a, guint i, const sluice__rule *b, guint j)
+{
+    sluice__band x = sluice__rule_band(a, i), y = sluice__rule_band(b, j);
+    return x.limit == y.limit && x.window_us == y.window_us && x.burst == y.burst &&
+           (i > a->n_bands) == (j > b->n_bands);
+}
+
+void sluice__counters_move_refused(sluice__counters *counters, const sluice__rule *from,
+                                   const sluice__rule *to)
+{
+    guint n_from = from ? sluice__rule_bands(from) : 0, n_to = sluice__rule_bands(to);
+    for (guint s = 0; s < STRIPES; s++) {
+        guint64 *refused = counters->stripes[s].refused, was[1 + SLUICE__MAX_BANDS];
+        for (guint i = 0; i < G_N_ELEMENTS(was); i++)
+            was[i] = __atomic_exchange_n(&refused[i], 0, __ATOMIC_RELAXED);
+        for (guint j = 0; j < n_to; j++)
+            for (guint i = 0; i < n_from; i++)
+                if (same_band(from, i, to, j))
+                    add(&refused[j], was[i]);
     }
 }

@@ -5,6 +5,8 @@
 #include <glib.h>
 #include <sluice/stats.h>
 
+#include "rule.h"
+
 /* Where one decision ended; each is counted in its own field of sluice_stats. */
 typedef enum {
     SLUICE__OUTCOME_ALLOWED,
@@ -55,5 +57,18 @@ void sluice__counters_free(sluice__counters *counters);
 sluice_stats *sluice__counters_mine(sluice__counters *counters);
 /* The sum of every stripe, read as sluice__stats_read does. */
 void sluice__counters_read(const sluice__counters *counters, sluice_stats *out);
+
+/* Counts a refusal for each band of `refused` (bit i: band i of the rule, in
+ * sluice__rule_bands order), in the calling thread's stripe. */
+void sluice__counters_refused(sluice__counters *counters, guint refused);
+/* The refusals of every band, summed over the stripes, by band position. */
+void sluice__counters_read_refused(const sluice__counters *counters,
+                                   guint64 out[1 + SLUICE__MAX_BANDS]);
+/* A reload changes the rule from `from` (NULL: none) to `to`: each band of `to` that `from` had
+ * (the same limit, window, burst and kind) takes the refusals counted for it; the
+ * others start at 0. A decision in flight across the change may be counted at its
+ * band's old position. */
+void sluice__counters_move_refused(sluice__counters *counters, const sluice__rule *from,
+                                   const sluice__rule *to);
 
 #endif

@@ -31,7 +31,7 @@ typedef struct {
     gint64 permits;           /* the denied permits (a peek counts as one)        */
     gint64 sent_us;           /* when the denied command was sent                 */
     gint64 until_us;          /* it answers calls before this time                */
-    gint64 verdict[5];        /* limit, remaining, retry_after_us, reset_after_us, allowed (0) */
+    gint64 verdict[5];        /* limit, remaining, retry_after_us, reset_after_us, refused */
 } slot;
 
 struct sluice__denial_cache {
@@ -81,7 +81,7 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
             break;
     }
     gint64 aged = MAX(0, now_us - sent_us);
-    *v = (sluice__verdict){FALSE, said[0], said[1], said[2], said[3], 0, 0, FALSE};
+    *v = (sluice__verdict){FALSE, said[0], said[1], said[2], said[3], 0, 0, FALSE, (guint)said[4]};
     if (asked > sluice__rule_capacity(rule))
         v->retry_after_us = -1; /* can never pass, whatever the state */
     else
@@ -126,7 +126,8 @@ void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backe
     STORE(&s->permits, MAX(permits, 1));
     STORE(&s->sent_us, sent_us);
     STORE(&s->until_us, sent_us + holds_us);
-    const gint64 said[5] = {v->limit, v->remaining, v->retry_after_us, v->reset_after_us, 0};
+    const gint64 said[5] = {v->limit, v->remaining, v->retry_after_us, v->reset_after_us,
+                            v->refused};
     for (guint i = 0; i < G_N_ELEMENTS(said); i++)
         STORE(&s->verdict[i], said[i]);
     write_end(s);

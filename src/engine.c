@@ -97,7 +97,7 @@ static void fall_back(sluice__limiter *limiter, const sluice__rule *rule, const 
                       gint64 permits, gint64 reserve_us, sluice__verdict *v)
 {
     *v = (sluice__verdict){
-        sluice__engine_policy_allows(rule), sluice__rule_capacity(rule), 0, -1, 0, 0, 0, FALSE};
+        sluice__engine_policy_allows(rule), sluice__rule_capacity(rule), 0, -1, 0, 0, 0, FALSE, 0};
     if (rule->on_error == SLUICE__ON_ERROR_LOCAL) {
         sluice__backend *l = g_atomic_pointer_get(&local);
         l->funcs->decide(l, limiter, rule, key, permits, reserve_us, v, NULL);
@@ -382,13 +382,15 @@ static sluice__outcome decide(sluice__limiter *limiter, const sluice__rule *rule
             break;
     }
     *taken = v.leased;
-    return sluice__engine_settle(rule, &v, out);
+    return sluice__engine_settle(limiter, rule, &v, out);
 }
 
-sluice__outcome sluice__engine_settle(const sluice__rule *rule, const sluice__verdict *v,
-                                      sluice_decision *out)
+sluice__outcome sluice__engine_settle(sluice__limiter *limiter, const sluice__rule *rule,
+                                      const sluice__verdict *v, sluice_decision *out)
 {
     sluice__engine_to_decision(v, out);
+    if (G_UNLIKELY(v->refused != 0)) /* a rule with bands: which refused */
+        sluice__counters_refused(limiter->counters, v->refused);
     if (v->allowed) /* a shadow band that would have refused is counted as shadow_denied */
         return v->shadow_denied ? SLUICE__OUTCOME_SHADOW_DENIED : SLUICE__OUTCOME_ALLOWED;
     if (!rule->shadow)
@@ -440,7 +442,7 @@ static int decide_in_process(sluice__limiter *limiter, const sluice__rule *rule,
     sluice__outcome outcome = SLUICE__OUTCOME_ERROR;
     if (ask(limiter, rule, key, permits, 0, &v, &from, &start, error)) {
         *taken = v.leased;
-        outcome = sluice__engine_settle(rule, &v, out);
+        outcome = sluice__engine_settle(limiter, rule, &v, out);
     } else {
         sluice__engine_to_decision(&v, out);
     }

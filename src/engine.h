@@ -86,8 +86,10 @@ void sluice__engine_ask_async(sluice__limiter *limiter, const sluice__rule *rule
 
 /* A verdict as the caller sees it (milliseconds), with shadow mode applied. */
 void sluice__engine_to_decision(const sluice__verdict *v, sluice_decision *out);
-sluice__outcome sluice__engine_settle(const sluice__rule *rule, const sluice__verdict *v,
-                                      sluice_decision *out);
+/* The final verdict of a decision under rule: *out as the caller sees it, the bands
+ * that refused counted in limiter's stats, and the outcome to count. */
+sluice__outcome sluice__engine_settle(sluice__limiter *limiter, const sluice__rule *rule,
+                                      const sluice__verdict *v, sluice_decision *out);
 
 /* Starts timing a decision: a start for sluice__engine_count, or -1 (not timed). */
 gint64 sluice__engine_timing_start(void);

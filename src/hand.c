@@ -36,7 +36,7 @@ gboolean sluice__hand_take(gconstpointer owner, guint64 generation, const sluice
     h->left -= permits;
     gint64 aged = MAX(0, now_us - h->decided_us);
     *v = (sluice__verdict){TRUE, h->limit, h->left, -1, MAX(0, h->reset_after_us - aged),
-                           0,    0,        FALSE};
+                           0,    0,        FALSE,   0};
     return TRUE;
 }
 

@@ -68,7 +68,7 @@ gboolean sluice__prefetch_take(sluice__prefetch *store, gconstpointer backend,
         s->left -= permits;
         gint64 aged = MAX(0, now_us - s->sent_us);
         *v = (sluice__verdict){TRUE, s->limit, s->left, -1, MAX(0, s->reset_after_us - aged),
-                               0,    0,        FALSE};
+                               0,    0,        FALSE,   0};
     }
     g_mutex_unlock(lock);
     return taken;

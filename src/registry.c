@@ -219,8 +219,13 @@ void sluice__registry_apply(const sluice__config *config)
             g_atomic_pointer_set(&limiter_for(name)->rule, intern(rule));
     publish();
     g_hash_table_iter_init(&it, config->rules);
-    while (g_hash_table_iter_next(&it, &name, &rule))
-        g_atomic_pointer_set(&limiter_for(name)->rule, intern(rule));
+    while (g_hash_table_iter_next(&it, &name, &rule)) {
+        sluice__limiter *limiter = limiter_for(name);
+        const sluice__rule *was = limiter->rule, *now = intern(rule);
+        g_atomic_pointer_set(&limiter->rule, now);
+        if (was != now) /* the refusals of the bands that stay follow them */
+            sluice__counters_move_refused(limiter->counters, was, now);
+    }
     g_hash_table_foreach(limiters, unset_rule, config->rules);
     for (sluice_descriptor *d = g_atomic_pointer_get(&descriptors); d; d = d->priv_next)
         bind_one(d);

@@ -60,6 +60,12 @@ static inline guint sluice__rule_bands(const sluice__rule *rule)
     return 1 + rule->n_bands + rule->n_shadow;
 }
 
+/* Band i of the rule (sluice__rule_bands order): 0 its own limit, window and burst. */
+static inline sluice__band sluice__rule_band(const sluice__rule *rule, guint i)
+{
+    return i == 0 ? (sluice__band){rule->limit, rule->window_us, rule->burst} : rule->bands[i - 1];
+}
+
 /* TRUE when state kept under rule a serves rule b: the same algorithm and per_key.
  * A changed limit, window or burst applies to the state as it stands (what was
  * admitted stays admitted), as in Redis, so a reload gives no free burst. */

@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "registry.h"
 #include "counters.h"
+#include "value.h"
 
 gboolean sluice_stats_get(const char *name, sluice_stats *out, GError **error)
 {
@@ -33,6 +34,29 @@ gboolean sluice_stats_get(const char *name, sluice_stats *out, GError **error)
         return FALSE;
     }
     return TRUE; /* a name that never decided */
+}
+
+guint sluice_stats_bands(const char *name, sluice_band_stats *out, guint n, GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, 0);
+    if (!sluice__check_name(name, error))
+        return 0;
+    sluice__limiter *limiter = sluice__registry_find(name);
+    const sluice__rule *rule = limiter ? sluice__limiter_rule(limiter) : NULL;
+    if (!limiter && !sluice__registry_active())
+        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
+                            sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
+    if (!rule)
+        return 0;
+    guint64 refused[1 + SLUICE__MAX_BANDS];
+    sluice__counters_read_refused(limiter->counters, refused);
+    guint count = sluice__rule_bands(rule);
+    for (guint i = 0; out && i < MIN(n, count); i++) {
+        sluice__band b = sluice__rule_band(rule, i);
+        out[i] = (sluice_band_stats){b.limit, b.burst, b.window_us / 1000, i > rule->n_bands,
+                                     refused[i]};
+    }
+    return count;
 }
 
 void sluice_descriptor_stats(const sluice_descriptor *descriptor, sluice_stats *out)
@@ -164,6 +188,32 @@ static void histogram(GString *out, const char *metric, GPtrArray *all)
     }
 }
 
+/* The sluice_band_refusals_total series of a limiter whose rule has bands, one per
+ * band in keyfile order, as one series (labels: the name; stats unused). */
+static void add_bands(sluice__limiter *limiter, gpointer banded)
+{
+    const sluice__rule *rule = sluice__limiter_rule(limiter);
+    if (!rule || sluice__rule_bands(rule) == 1)
+        return;
+    guint64 refused[1 + SLUICE__MAX_BANDS];
+    sluice__counters_read_refused(limiter->counters, refused);
+    GString *rows = g_string_new(NULL);
+    for (guint k = 0; k < sluice__rule_bands(rule); k++) {
+        sluice__band b = sluice__rule_band(rule, k);
+        g_autofree char *window = sluice__format_duration(b.window_us);
+        g_string_append(rows, "sluice_band_refusals_total{name=\"");
+        append_label(rows, limiter->name);
+        g_string_append_printf(rows, "\",band=\"%" G_GINT64_FORMAT "/%s", b.limit, window);
+        if (b.burst != b.limit)
+            g_string_append_printf(rows, "/%" G_GINT64_FORMAT, b.burst);
+        g_string_append_printf(rows, "\",shadow=\"%s\"} %" G_GUINT64_FORMAT "\n",
+                               k > rule->n_bands ? "true" : "false", refused[k]);
+    }
+    series *s = g_new0(series, 1);
+    s->labels = g_string_free(rows, FALSE); /* sorts by the name, the first label */
+    g_ptr_array_add(banded, s);
+}
+
 static void add_breaker(const char *what, gboolean open, gpointer out)
 {
     g_string_append(out, "sluice_breaker_open{node=\"");
@@ -175,7 +225,10 @@ char *sluice_stats_prometheus(void)
 {
     g_autoptr(GPtrArray) limits = g_ptr_array_new_with_free_func(series_free);
     g_autoptr(GPtrArray) functions = g_ptr_array_new_with_free_func(series_free);
+    g_autoptr(GPtrArray) banded = g_ptr_array_new_with_free_func(series_free);
     sluice__registry_foreach_limiter(add_limiter, limits);
+    sluice__registry_foreach_limiter(add_bands, banded);
+    g_ptr_array_sort(banded, by_labels);
     sluice_descriptors_foreach(add_descriptor, functions);
     g_ptr_array_sort(limits, by_labels);
     g_ptr_array_sort(functions, by_labels);
@@ -207,6 +260,11 @@ char *sluice_stats_prometheus(void)
            "Calls of a decorated function that ran its degrade function or fallback.");
     counter(out, "sluice_function_degraded_total", functions,
             G_STRUCT_OFFSET(sluice_stats, degraded));
+    header(out, "sluice_band_refusals_total", "counter",
+           "Calls each band of a rule with bands refused (a shadow band: would have refused; "
+           "also counted in sluice_decisions_total).");
+    for (guint i = 0; i < banded->len; i++)
+        g_string_append(out, ((series *)g_ptr_array_index(banded, i))->labels);
     header(out, "sluice_breaker_open", "gauge",
            "1 while the circuit breaker of a Redis server is open (its calls refused, "
            "on_error deciding), else 0.");

@@ -14,6 +14,27 @@
 
 #define ck_at(now_us, name, ...) ck_acquire_at(now_us, name, "k", __VA_ARGS__)
 
+/* Asserts how many calls each band of name refused (sluice_stats_bands), in order. */
+static void ck_refused(const char *name, guint n, const guint64 *want)
+{
+    sluice_band_stats got[SLUICE_RULE_BANDS_MAX];
+    g_autoptr(GError) error = NULL;
+    ck_assert_uint_eq(sluice_stats_bands(name, got, G_N_ELEMENTS(got), &error), n);
+    ck_assert(error == NULL);
+    for (guint i = 0; i < n; i++)
+        ck_assert_msg(got[i].refused == want[i],
+                      "%s band %u: refused %" G_GUINT64_FORMAT ", expected %" G_GUINT64_FORMAT,
+                      name, i, got[i].refused, want[i]);
+}
+
+/* Asserts that the Prometheus text has this line. */
+static void ck_prometheus_has(const char *line)
+{
+    g_autofree char *text = sluice_stats_prometheus();
+    g_autofree char *with_newline = g_strconcat("\n", line, "\n", NULL);
+    ck_assert_msg(strstr(text, with_newline), "no line %s in:\n%s", line, text);
+}
+
 static const char *bands =
     "[limit:fw]\nalgorithm = fixed_window\nlimit = 5\nwindow = 10s\nbands = 2/1s\n"
     "[limit:tb]\nalgorithm = token_bucket\nlimit = 10\nwindow = 1s\nbands = 20/10s/20\n"
@@ -35,6 +56,13 @@ START_TEST(a_call_one_band_refuses_takes_nothing_from_any_band)
     /* refused by the 10 s band alone; the 1 s band's window ended: reset 0 there */
     ck_at(S + 3 * SECOND, "fw", 1, FALSE, 5, 0, 7000, 7000);
     ck_at(S + 3 * SECOND, "fw", 0, FALSE, 5, 0, 7000, 7000);
+    /* the 1 s band refused one call, the rule's own 10 s band two */
+    ck_refused("fw", 2, (const guint64[]){2, 1});
+    sluice_stats stats;
+    ck_assert(sluice_stats_get("fw", &stats, NULL));
+    ck_assert_uint_eq(stats.denied, 3);
+    ck_prometheus_has("sluice_band_refusals_total{name=\"fw\",band=\"5/10s\",shadow=\"false\"} 2");
+    ck_prometheus_has("sluice_band_refusals_total{name=\"fw\",band=\"2/1s\",shadow=\"false\"} 1");
     sluice_shutdown();
 }
 END_TEST
@@ -52,6 +80,9 @@ START_TEST(the_decision_reports_the_latest_retry_and_reset_of_the_bands)
     ck_at(S + SECOND, "tb", 3, FALSE, 10, 0, 500, 9000);
     /* more than the first band's burst can never pass */
     ck_at(S + SECOND, "tb", 11, FALSE, 10, 0, -1, 9000);
+    /* a call two bands refuse counts in each */
+    ck_refused("tb", 2, (const guint64[]){3, 2});
+    ck_prometheus_has("sluice_band_refusals_total{name=\"tb\",band=\"20/10s\",shadow=\"false\"} 2");
     /* on a tie of remaining the first listed is reported: both full */
     ck_at(S + 100 * SECOND, "tb", 0, TRUE, 10, 10, -1, 0);
     sluice_shutdown();
@@ -96,8 +127,11 @@ START_TEST(a_shadow_band_is_counted_and_never_refuses)
     ck_assert(sluice_stats_get("sh", &stats, NULL));
     ck_assert_uint_eq(stats.allowed, 3);
     ck_assert_uint_eq(stats.shadow_denied, 3);
-    g_autofree char *prometheus = sluice_stats_prometheus();
-    ck_assert_msg(strstr(prometheus, "shadow_denied"), "%s", prometheus);
+    /* the shadow band would have refused the 3; the enforced band refused nothing */
+    ck_refused("sh", 2, (const guint64[]){0, 3});
+    ck_prometheus_has("sluice_decisions_total{name=\"sh\",outcome=\"shadow_denied\"} 3");
+    ck_prometheus_has("sluice_band_refusals_total{name=\"sh\",band=\"10/1s\",shadow=\"false\"} 0");
+    ck_prometheus_has("sluice_band_refusals_total{name=\"sh\",band=\"2/1s\",shadow=\"true\"} 3");
     sluice_shutdown();
 }
 END_TEST
@@ -115,14 +149,36 @@ START_TEST(a_reload_that_changes_bands_keeps_the_state_of_the_bands_that_stay)
     sluice_shutdown();
     ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
     ck_at(S, "r", 3, TRUE, 3, 0, -1, 60000);
+    ck_at(S, "r", 3, FALSE, 3, 0, 60000, 60000); /* refused by 3/10s and 5/1m */
+    ck_refused("r", 3, (const guint64[]){0, 1, 1});
     ck_assert(g_file_set_contents(path, second, -1, NULL));
     ck_assert_msg(sluice_reload(&error), "%s", error ? error->message : "");
     /* 5/1m kept its 3; 4/10s is new; the rule's own 10/1s kept its 3 */
     ck_at(S + 500000, "r", 0, TRUE, 5, 2, -1, 59500);
     ck_at(S + 500000, "r", 2, TRUE, 5, 0, -1, 59500);
     ck_at(S + 500000, "r", 1, FALSE, 5, 0, 59500, 59500);
+    /* 5/1m kept its refusal and adds one; 4/10s starts at 0 */
+    ck_refused("r", 3, (const guint64[]){0, 2, 0});
     sluice_shutdown();
     g_unlink(path);
+}
+END_TEST
+
+/* On Redis a denial the denial cache answers counts the bands that refused it. */
+START_TEST(a_cached_denial_counts_its_bands)
+{
+    g_autofree char *cached = g_strconcat(bands, "[sluice]\ndenial_cache = true\n", NULL);
+    sluice_stats stats;
+    fixture_clock_start(S);
+    fixture_init(cached);
+    ck_at(S, "fw", 2, TRUE, 2, 0, -1, 10000);
+    ck_at(S, "fw", 1, FALSE, 2, 0, 1000, 10000);
+    ck_at(S + 1, "fw", 1, FALSE, 2, 0, 1000, 10000);
+    ck_assert(sluice_stats_get("fw", &stats, NULL));
+    ck_assert_uint_eq(stats.denied, 2);
+    ck_assert_uint_eq(stats.cached_denied, (fixture_on_redis() ? 1 : 0));
+    ck_refused("fw", 2, (const guint64[]){0, 2});
+    sluice_shutdown();
 }
 END_TEST
 
@@ -211,8 +267,15 @@ START_TEST(the_bands_of_a_rule_are_listed_in_keyfile_order)
     ck_assert(b[1].shadow);
     ck_assert_int_eq(b[1].limit, 2);
     ck_assert_uint_eq(sluice_rule_bands("nope", b, G_N_ELEMENTS(b)), 0);
+    sluice_band_stats s[SLUICE_RULE_BANDS_MAX];
+    ck_assert_uint_eq(sluice_stats_bands("sh", s, G_N_ELEMENTS(s), NULL), 2);
+    ck_assert(s[1].shadow && s[1].limit == 2 && s[1].window_ms == 1000 && s[1].refused == 0);
+    ck_assert_uint_eq(sluice_stats_bands("nope", s, G_N_ELEMENTS(s), NULL), 0);
     sluice_shutdown();
     ck_assert_uint_eq(sluice_rule_bands("tb", b, G_N_ELEMENTS(b)), 0);
+    g_autoptr(GError) error = NULL;
+    ck_assert_uint_eq(sluice_stats_bands("tb", s, G_N_ELEMENTS(s), &error), 0);
+    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED));
 }
 END_TEST
 
@@ -263,6 +326,7 @@ int main(void)
     tcase_add_test(tc, sliding_log_bands_count_each_permit_in_every_band);
     tcase_add_test(tc, a_shadow_band_is_counted_and_never_refuses);
     tcase_add_test(tc, a_reload_that_changes_bands_keeps_the_state_of_the_bands_that_stay);
+    tcase_add_test(tc, a_cached_denial_counts_its_bands);
     tcase_add_test(tc, bands_at_any_rate_are_exact);
     tcase_add_test(tc, a_waiting_caller_with_bands_asks_again_when_every_band_admits);
     tcase_add_test(tc, the_headers_of_a_decision_with_bands_say_the_tightest_band);

@@ -1,7 +1,8 @@
 /* Pins token_bucket and gcra at any rate to the exact answers docs/algorithms.md
  * defines: rates that do not divide the window, more than one permit per µs, bursts
- * of 2^50, times near 2^52 µs; no over-admission; and a randomized differential
- * test against a slow reference in exact fractions (scaled integers). */
+ * of 2^50, times near 2^52 µs; no over-admission; and randomized differential
+ * tests against a slow reference in exact fractions (scaled integers), of the C
+ * arithmetic and of the scripts' (on Redis), a million steps or more each. */
 #include <string.h>
 
 #include <glib/gstdio.h>
@@ -429,6 +430,19 @@ static gint64 random_permits(GRand *rand, const ref_rule *r)
     }
 }
 
+/* The next random call: *now moves on, the permits, and for token_bucket now and
+ * then a reservation of up to a window. */
+static void random_call(GRand *rand, const ref_rule *r, gint64 *now, gint64 *permits,
+                        gint64 *reserve)
+{
+    gint64 step = random_step(rand, r); /* MIN evaluates twice */
+    *now = MIN(*now + step, P52);
+    *permits = random_permits(rand, r);
+    *reserve = r->algorithm == SLUICE__TOKEN_BUCKET && g_rand_int_range(rand, 0, 3) == 0
+                   ? (gint64)(g_rand_double(rand) * (double)r->w)
+                   : 0;
+}
+
 static void ck_same(const sluice__verdict *got, const sluice__verdict *want, gint64 step)
 {
     ck_hot(got->allowed == want->allowed && got->limit == want->limit &&
@@ -472,13 +486,8 @@ START_TEST(the_arithmetic_matches_exact_fractions_over_millions_of_steps)
         gint64 now = g_rand_boolean(rand) ? 1000 + g_rand_int(rand)
                                           : P52 - (G_GINT64_CONSTANT(1) << 45) - g_rand_int(rand);
         for (int i = 0; i < 1000; i++, steps++) {
-            gint64 step = random_step(rand, &r); /* MIN evaluates twice */
-            now = MIN(now + step, P52);
-            gint64 permits = random_permits(rand, &r);
-            gint64 reserve =
-                r.algorithm == SLUICE__TOKEN_BUCKET && g_rand_int_range(rand, 0, 3) == 0
-                    ? (gint64)(g_rand_double(rand) * (double)r.w)
-                    : 0;
+            gint64 permits, reserve;
+            random_call(rand, &r, &now, &permits, &reserve);
             sluice__verdict got, want;
             sluice__decide(&rule, &state, now, now, permits, reserve, &got);
             ref_decide(&r, &ref, now, permits, reserve, &want);
@@ -534,6 +543,99 @@ START_TEST(the_backend_matches_exact_fractions_through_the_api)
         sluice_shutdown();
     }
     g_rand_free(rand);
+}
+END_TEST
+
+/* The scripts' own arithmetic over millions of steps: lua/prelude.lua and the
+ * algorithm's `band` as Redis runs them, driven by a harness in place of the
+ * script's last line (its driver), which decides a batch of calls in one EVAL and
+ * returns every answer in µs. */
+static char *lua_harness(const char *algorithm)
+{
+    g_autofree char *prelude = NULL, *script = NULL;
+    g_autofree char *prelude_path = g_build_filename(SLUICE_SOURCE_DIR, "lua", "prelude.lua", NULL);
+    g_autofree char *name = g_strconcat(algorithm, ".lua", NULL);
+    g_autofree char *script_path = g_build_filename(SLUICE_SOURCE_DIR, "lua", name, NULL);
+    ck_assert(g_file_get_contents(prelude_path, &prelude, NULL, NULL));
+    ck_assert(g_file_get_contents(script_path, &script, NULL, NULL));
+    char *driver = strstr(script, "return run_bands(band)");
+    ck_assert_msg(driver, "%s: no driver line", script_path);
+    *driver = '\0';
+    return g_strconcat(prelude, "\n", script,
+                       "local l, w, b = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+                       "local out, i = {}, 10\n"
+                       "while ARGV[i] do\n"
+                       "  local r = band(KEYS[1], nil, l, w, b, tonumber(ARGV[i + 1]),\n"
+                       "                 tonumber(ARGV[i + 2]), tonumber(ARGV[i]), true)\n"
+                       "  for k = 1, 6 do out[#out + 1] = r[k] end\n"
+                       "  i = i + 3\n"
+                       "end\n"
+                       "return out\n",
+                       NULL);
+}
+
+#define LUA_BATCH 500
+
+START_TEST(the_scripts_match_exact_fractions_over_millions_of_steps)
+{
+    if (!fixture_on_redis() || fixture_on_sentinel())
+        return; /* the scripts alone, on the suite's one server */
+    g_autofree char *scripts[2] = {lua_harness("token_bucket"), lua_harness("gcra")};
+    redisContext *c = test_redis_connect(fixture_redis(), NULL);
+    GRand *rand = g_rand_new_with_seed(20261124);
+    gint64 steps = 0;
+    for (int rule_i = 0; steps < 1000000; rule_i++) {
+        ref_rule r = random_rule(rand);
+        ref_state ref = {0};
+        g_autofree char *key = g_strdup_printf("diff:%d", rule_i);
+        gint64 now = rule_i % 2 ? 1000 + g_rand_int(rand)
+                                : P52 - (G_GINT64_CONSTANT(1) << 45) - g_rand_int(rand);
+        for (int batch = 0; batch < 4; batch++) {
+            /* EVAL script 1 key, ARGV[1..9] (2..4: limit, window, burst; 8: a time
+             * override, so keys live an hour), then now, permits, reserve per step */
+            const int argc = 3 + 1 + 9 + 3 * LUA_BATCH;
+            g_autofree char **argv = g_new0(char *, argc);
+            g_autoptr(GPtrArray) owned = g_ptr_array_new_with_free_func(g_free);
+            sluice__verdict want[LUA_BATCH];
+            int n = 0;
+            argv[n++] = "EVAL";
+            argv[n++] = scripts[r.algorithm == SLUICE__GCRA];
+            argv[n++] = "1";
+            argv[n++] = key;
+            const gint64 head[9] = {0, r.l, r.w, r.b, 0, 0, 0, 1, 0};
+            for (int i = 0; i < 9; i++)
+                g_ptr_array_add(owned, argv[n++] = g_strdup_printf("%" G_GINT64_FORMAT, head[i]));
+            for (int i = 0; i < LUA_BATCH; i++) {
+                gint64 permits, reserve;
+                random_call(rand, &r, &now, &permits, &reserve);
+                ref_decide(&r, &ref, now, permits, reserve, &want[i]);
+                const gint64 call[3] = {now, permits, reserve};
+                for (int k = 0; k < 3; k++)
+                    g_ptr_array_add(owned,
+                                    argv[n++] = g_strdup_printf("%" G_GINT64_FORMAT, call[k]));
+            }
+            redisReply *reply = redisCommandArgv(c, n, (const char **)argv, NULL);
+            ck_assert_msg(reply && reply->type == REDIS_REPLY_ARRAY &&
+                              reply->elements == 6 * LUA_BATCH,
+                          "%s", reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "");
+            for (int i = 0; i < LUA_BATCH; i++, steps++) {
+                sluice__verdict got = {0};
+                gint64 *f[6] = {NULL,
+                                &got.limit,
+                                &got.remaining,
+                                &got.retry_after_us,
+                                &got.reset_after_us,
+                                &got.wait_us};
+                got.allowed = reply->element[6 * i]->integer != 0;
+                for (int k = 1; k < 6; k++)
+                    *f[k] = reply->element[6 * i + k]->integer;
+                ck_same(&got, &want[i], steps);
+            }
+            freeReplyObject(reply);
+        }
+    }
+    g_rand_free(rand);
+    redisFree(c);
 }
 END_TEST
 
@@ -627,6 +729,7 @@ int main(void)
     TCase *diff = tcase_create("differential");
     tcase_add_test(diff, the_arithmetic_matches_exact_fractions_over_millions_of_steps);
     tcase_add_loop_test(diff, the_backend_matches_exact_fractions_through_the_api, 0, 4);
+    tcase_add_test(diff, the_scripts_match_exact_fractions_over_millions_of_steps);
     suite_add_tcase(suite, diff);
     return fixture_run(suite);
 }

@@ -36,6 +36,28 @@ typedef struct {
     guint64 latency[SLUICE_STATS_BUCKETS]; /**< timed decisions by duration, above  */
 } sluice_stats;
 
+/** What one band of a limit's rule refused since sluice_init. */
+typedef struct {
+    gint64 limit;     /**< the band: permits per window (as sluice_band_info)   */
+    gint64 burst;     /**< token_bucket and gcra: capacity; the others: limit   */
+    gint64 window_ms; /**< its window                                           */
+    gboolean shadow;  /**< a shadow band (shadow_bands)                          */
+    guint64 refused;  /**< enforced band: calls it refused (counted in denied, or in
+                       * shadow_denied under mode = shadow; a call several bands
+                       * refuse counts in each); shadow band: calls that passed
+                       * but it would have refused (counted in shadow_denied)   */
+} sluice_band_stats;
+
+/** The refusals of each band of the rule of `name`, for a rule with bands or
+ * shadow_bands: out[0] the rule's own limit and window, then `bands`, then
+ * `shadow_bands`, in keyfile order. Fills at most n and returns how many bands the
+ * rule has (1 without bands, when nothing is counted per band: its refusals are
+ * `denied`); 0 for a name without a rule. A band a reload keeps keeps its count;
+ * a band it adds starts at 0. 0 with *error for a bad name or before
+ * sluice_init. */
+SLUICE_API guint sluice_stats_bands(const char *name, sluice_band_stats *out, guint n,
+                                    GError **error);
+
 /** A decorated function's descriptor (struct sluice_descriptor, <sluice/descriptor.h>). */
 typedef struct sluice_descriptor sluice_descriptor;
 
@@ -54,7 +76,10 @@ SLUICE_API void sluice_descriptor_stats(const sluice_descriptor *descriptor, slu
  * sluice_cached_denials_total{name}, sluice_prefetched_total{name}, the histogram
  * sluice_decision_seconds{name}, and per decorated function
  * sluice_function_decisions_total{name,function,site,outcome} and
- * sluice_function_degraded_total{name,function,site}; on Redis, per server the gauge
+ * sluice_function_degraded_total{name,function,site}; for each rule with bands
+ * sluice_band_refusals_total{name,band,shadow} (band as the keyfile writes it,
+ * "1000/1h" or "1000/1h/50", the rule's own limit and window first; shadow "true"
+ * for a shadow band: what sluice_stats_bands counts); on Redis, per server the gauge
  * sluice_breaker_open{node} (1 while its circuit breaker is open). Free with g_free. */
 SLUICE_API char *sluice_stats_prometheus(void);
 

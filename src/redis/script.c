@@ -103,7 +103,9 @@ gboolean sluice__redis_script_verdict(const redisReply *reply, sluice__verdict *
         v->reset_after_us = reply->element[4]->integer;
         v->wait_us = reply->element[5]->integer;
         v->leased = reply->element[6]->integer;
-        v->shadow_denied = reply->element[7]->integer != 0;
+        /* the bands that refused; admitted, only shadow bands can have */
+        v->refused = (guint)reply->element[7]->integer;
+        v->shadow_denied = v->allowed && v->refused != 0;
     }
     return TRUE;
 }
