@@ -88,12 +88,25 @@ struct sluice__redis_async {
     GQueue paused;           /* request * in a TRYAGAIN pause: in no connection's queue */
 };
 
-sluice__redis_async *sluice__redis_async_new(void)
+static void async_free(gpointer p);
+
+/* node's part of the client, made at its first call there; freed with the node. */
+static sluice__redis_async *async_of(sluice__redis_node *node)
 {
-    sluice__redis_async *a = g_new0(sluice__redis_async, 1);
+    sluice__redis_async *a = g_atomic_pointer_get(&node->async);
+    if (a)
+        return a;
+    a = g_new0(sluice__redis_async, 1);
     g_mutex_init(&a->lock);
     a->connections = g_hash_table_new(g_direct_hash, g_direct_equal);
-    return a;
+    if (g_atomic_pointer_compare_and_exchange(&node->async, NULL, a)) {
+        node->async_free = async_free; /* read only by sluice__redis_node_free */
+        return a;
+    }
+    g_hash_table_unref(a->connections); /* another thread made it first */
+    g_mutex_clear(&a->lock);
+    g_free(a);
+    return g_atomic_pointer_get(&node->async);
 }
 
 /* ---- one decision ------------------------------------------------------------------- */
@@ -526,7 +539,7 @@ static void resolved(GObject *resolver, GAsyncResult *result, gpointer data)
 static connection *connection_for(sluice__redis_node *node, GMainContext *context)
 {
     const sluice__redis_endpoint *e = &node->endpoint;
-    sluice__redis_async *a = node->async;
+    sluice__redis_async *a = async_of(node);
     g_mutex_lock(&a->lock);
     connection *c = g_hash_table_lookup(a->connections, context);
     if (c && c->pid != getpid()) { /* the parent's, after fork(): leave it alone */
@@ -654,10 +667,11 @@ void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *no
     connection_unref(c);
 }
 
-void sluice__redis_async_free(sluice__redis_async *a)
+/* Fails what is still in flight and closes every connection. No main context may
+ * be dispatching one of them meanwhile. */
+static void async_free(gpointer p)
 {
-    if (!a)
-        return;
+    sluice__redis_async *a = p;
     g_mutex_lock(&a->lock);
     GList *all = g_hash_table_get_values(a->connections);
     g_mutex_unlock(&a->lock);

@@ -1,12 +1,11 @@
 /* A connection to Redis bounded by a deadline.
  *
- * sluice connects, sends and waits itself, on a non-blocking socket with ppoll(),
+ * sluice connects, sends and waits itself, on a non-blocking socket (redis/socket.c),
  * so that resolving the name, connect, the TLS handshake, AUTH, SELECT and a
  * command all end by one deadline (hiredis 0.14's socket timeouts round up to the
  * kernel's tick and restart with every read, and its getaddrinfo() has none);
  * hiredis' reader parses the replies. Underneath is the transport: send() and
  * recv() on the socket, or OpenSSL's session on it (redis/tls.c). */
-#define _GNU_SOURCE /* ppoll */
 #include "redis/conn.h"
 
 #include <errno.h>
@@ -22,23 +21,8 @@
 
 #include "redis/resolve.h"
 #include "redis/resp.h"
+#include "redis/socket.h"
 #include "redis/tls.h"
-
-gboolean sluice__redis_ready(int fd, short events, gint64 deadline)
-{
-    for (;;) {
-        gint64 left = deadline - g_get_monotonic_time();
-        if (left <= 0)
-            return FALSE;
-        struct pollfd p = {.fd = fd, .events = events};
-        struct timespec ts = {.tv_sec = left / 1000000, .tv_nsec = left % 1000000 * 1000};
-        int n = ppoll(&p, 1, &ts, NULL);
-        if (n > 0)
-            return TRUE; /* ready, or an error or hang-up that the next I/O reports */
-        if (n < 0 && errno != EINTR)
-            return TRUE;
-    }
-}
 
 /* ---- the transport ---------------------------------------------------------------------- */
 

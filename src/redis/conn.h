@@ -8,16 +8,8 @@
 #include <sys/socket.h>
 
 #include "redis/endpoint.h"
-
-/* How an exchange with Redis ended. */
-typedef enum {
-    SLUICE__REDIS_SENT,      /* done (a reply came, maybe an error reply)      */
-    SLUICE__REDIS_TIMED_OUT, /* the deadline passed                            */
-    SLUICE__REDIS_LOST,      /* the server closed or reset the connection      */
-    SLUICE__REDIS_BROKEN,    /* another I/O or protocol error                  */
-} sluice__redis_outcome;
-
-typedef struct sluice__tls sluice__tls;
+#include "redis/socket.h"
+#include "redis/tls.h"
 
 /* A connected socket (non-blocking), hiredis' reader of its replies, and TLS on it
  * when the endpoint wants it. */
@@ -59,11 +51,6 @@ void sluice__redis_transport_abandon(sluice__redis_transport *t);
 int sluice__redis_connect_start(const struct sockaddr *addr, socklen_t len);
 /* 0 once fd's connect has succeeded, else its errno. */
 int sluice__redis_connected(int fd);
-
-/* Waits until fd is ready for `events` (POLLIN, POLLOUT); FALSE once deadline has
- * passed. poll() keeps to the microsecond, where socket timeouts round up to the
- * kernel's tick. */
-gboolean sluice__redis_ready(int fd, short events, gint64 deadline);
 
 /* Writes all of data before deadline (a closed connection is an error, never a
  * SIGPIPE); on failure *saved_errno says why. A thread may send while another

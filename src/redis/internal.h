@@ -29,8 +29,9 @@ typedef struct {
     sluice__tls_context *tls;       /* rediss: the tls_* settings every node uses, or NULL */
 } sluice__redis_backend;
 
-/* The node that holds keys (both keys of a call share one hash tag, so one node
- * holds both); NULL and *error when none is known now (no master found yet). */
+/* Outside a Cluster (whose calls find their node by slot, redis/cluster.h): the node
+ * that holds keys, the one server or the Sentinel's current master; NULL and
+ * *error when none is known now (no master found yet). */
 static inline sluice__redis_node *
 sluice__redis_route(sluice__redis_backend *b, const sluice__redis_keys *keys, GError **error)
 {

@@ -1,7 +1,6 @@
 /* One Redis server the backend sends to: its endpoint, links and breaker. */
 #include "redis/node.h"
 
-#include "redis/async_client.h"
 #include "redis/link.h"
 
 sluice__redis_node *sluice__redis_node_new(sluice__redis_endpoint *endpoint)
@@ -11,7 +10,6 @@ sluice__redis_node *sluice__redis_node_new(sluice__redis_endpoint *endpoint)
     *endpoint = (sluice__redis_endpoint){0};
     sluice__breaker_init(&n->breaker, n->endpoint.what);
     n->link = sluice__redis_link_new(&n->endpoint);
-    n->async = sluice__redis_async_new();
     return n;
 }
 
@@ -25,7 +23,8 @@ void sluice__redis_node_free(sluice__redis_node *node)
     if (!node)
         return;
     sluice__redis_link_free(node->link);
-    sluice__redis_async_free(node->async);
+    if (node->async)
+        node->async_free(node->async);
     sluice__breaker_clear(&node->breaker);
     sluice__redis_endpoint_clear(&node->endpoint);
     g_free(node);

@@ -1,5 +1,8 @@
 /* One Redis server the backend sends to: its endpoint, with the blocking link, the
- * asynchronous client's connections and the breaker that all calls to it share. */
+ * asynchronous client's connections and the breaker that all calls to it share.
+ * A node knows nothing of the asynchronous client (redis/async_client.c, which
+ * routes through the Cluster and Sentinel files above it): the client makes its part
+ * at its first call on the node and leaves the node how to free it. */
 #ifndef SLUICE_REDIS_NODE_H
 #define SLUICE_REDIS_NODE_H
 
@@ -15,7 +18,9 @@ typedef struct sluice__redis_link sluice__redis_link;
 typedef struct {
     sluice__redis_endpoint endpoint;
     sluice__redis_link *link;   /* the blocking callers' shared connection         */
-    sluice__redis_async *async; /* the asynchronous client's, one per main context */
+    sluice__redis_async *async; /* the asynchronous client's, one per main context:
+                                 * NULL until its first call here (atomic) */
+    GDestroyNotify async_free;  /* frees async: set by the client that set async */
     sluice__breaker breaker;    /* both clients': a dead node costs no other node  */
 } sluice__redis_node;
 

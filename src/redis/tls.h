@@ -7,7 +7,10 @@
 #include <hiredis/read.h>
 
 #include "config.h"
-#include "redis/conn.h" /* sluice__redis_outcome; sluice__tls and sluice__tls_context */
+#include "redis/endpoint.h" /* sluice__tls_context */
+#include "redis/socket.h"   /* sluice__redis_outcome */
+
+typedef struct sluice__tls sluice__tls;
 
 /* Loads s's files; NULL and *error (SLUICE_ERROR_CONFIG: "tls_ca_file /path: why")
  * when one cannot be used. TLS 1.2 at least; the server's chain is always verified. */
