@@ -1,8 +1,9 @@
 /* bench_tls: what TLS costs a decision: the same rule on the same redis-server, reached
  * with redis:// (its plaintext port) and rediss:// (its TLS port), in one run.
  *
- * The certificates are made by tests/tls_certs.sh (EC P-256) in a temporary directory;
- * the server (tests/redis_server.c) listens on both ports. Each round runs, for each
+ * The certificates and the server's TLS arguments are the tests' (tests/tls_certs.c:
+ * EC P-256, in a temporary directory); the server (tests/redis_server.c) listens on
+ * both ports. Each round runs, for each
  * URL in turn, 1 thread (the latency of every call: p50, p99) and 16 threads (decisions
  * a second) for RUN_NS each; ROUNDS rounds alternate, and the medians are printed with
  * the ratios TLS / plaintext next to their targets (p50 at most 1.25x, rate at least
@@ -16,16 +17,12 @@
 #include <stdlib.h>
 
 #include <glib.h>
-#include <glib/gstdio.h>
 #include <sluice/sluice.h>
 
 #include "redis_server.h"
 #include "setup.h"
+#include "tls_certs.h"
 #include "timing.h"
-
-#ifndef SLUICE_BENCH_TLS_CERTS
-#error "SLUICE_BENCH_TLS_CERTS: tests/tls_certs.sh"
-#endif
 
 #define RUN_NS    (1500 * G_GINT64_CONSTANT(1000000))
 #define ROUNDS    3
@@ -119,31 +116,10 @@ static gboolean measure(const char *url, const char *ca, GPid server, figures *f
 
 int main(void)
 {
-    g_autofree char *dir = g_dir_make_tmp("sluice-bench-tls-XXXXXX", NULL);
-    const char *argv[] = {"sh", SLUICE_BENCH_TLS_CERTS, dir, NULL};
-    int status = -1;
-    if (!dir ||
-        !g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDIN_FROM_DEV_NULL,
-                      NULL, NULL, NULL, NULL, &status, NULL) ||
-        !g_spawn_check_wait_status(status, NULL)) {
-        fprintf(stderr, "bench_tls: tests/tls_certs.sh failed (is openssl installed?)\n");
-        return 1;
-    }
-    g_autofree char *cert = g_build_filename(dir, "server.pem", NULL);
-    g_autofree char *key = g_build_filename(dir, "server.key", NULL);
-    g_autofree char *ca = g_build_filename(dir, "ca.pem", NULL);
-    const char *args[] = {"--tls-port",
-                          "{port1}",
-                          "--tls-cert-file",
-                          cert,
-                          "--tls-key-file",
-                          key,
-                          "--tls-ca-cert-file",
-                          ca,
-                          "--tls-auth-clients",
-                          "no",
-                          NULL};
-    test_redis_options options = {.args = args, .more_ports = 1};
+    /* the tests' certificates and server arguments (tests/tls_certs.c) */
+    g_autofree char *ca = test_tls_file("ca.pem");
+    g_auto(GStrv) args = test_tls_server_args("server", "no", "{port1}");
+    test_redis_options options = {.args = (const char *const *)args, .more_ports = 1};
     g_autoptr(GError) error = NULL;
     test_redis *server = test_redis_try_start(&options, &error);
     if (!server) {
@@ -151,14 +127,14 @@ int main(void)
         return 1;
     }
     g_autofree char *plain = g_strdup_printf("redis://127.0.0.1:%d", server->port);
-    g_autofree char *tls = g_strdup_printf("rediss://127.0.0.1:%d", server->ports[1]);
+    g_autofree char *tls = g_strdup_printf("rediss://127.0.0.1:%d", test_tls_port(server));
 
     bench_print_version("redis");
     g_autofree char *loadavg = NULL;
     g_file_get_contents("/proc/loadavg", &loadavg, NULL, NULL);
     printf("one redis-server, plaintext port %d and TLS port %d (TLS 1.3, EC P-256); "
            "token_bucket, every decision an admission; load average %.5s\n",
-           server->port, server->ports[1], loadavg ? loadavg : "?");
+           server->port, test_tls_port(server), loadavg ? loadavg : "?");
     printf("%-10s %8s %8s %12s  %s   (each row %.1f s a figure)\n", "url", "p50 µs", "p99 µs",
            "16 thr dec/s", "CPU µs a decision, 1 thr / 16 thr: client, server", RUN_NS / 1e9);
     figures f[2][ROUNDS];
@@ -202,7 +178,6 @@ int main(void)
                m[1][2] - m[0][2], (m[1][2] - m[0][2]) / m[0][0], m[1][3] - m[0][3],
                (m[1][3] - m[0][3]) / m[0][0]);
     }
-    test_redis_stop(server);
-    test_remove_dir(dir);
+    test_redis_stop(server); /* the certificates go when the process exits */
     return code;
 }

@@ -480,6 +480,33 @@ int fixture_run(Suite *suite)
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+typedef struct {
+    void (*wake)(void);
+} waker;
+
+static gpointer wake_later(gpointer data)
+{
+    g_usleep(100000);
+    ((waker *)data)->wake();
+    return NULL;
+}
+
+void fixture_waiter_woken_by(void (*wake)(void))
+{
+    sluice_clock_set(NULL, NULL, NULL);
+    fixture_init("[limit:slots]\nalgorithm = concurrency\nlimit = 1\nwindow = 1m\n");
+    ck_assert_int_eq(sluice_acquire("slots", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
+    waker w = {wake};
+    GThread *t = g_thread_new("wake", wake_later, &w);
+    gint64 start = g_get_monotonic_time();
+    ck_assert_int_eq(sluice_acquire_wait("slots", NULL, 1, 5000, NULL, NULL), SLUICE_ALLOWED);
+    gint64 waited = g_get_monotonic_time() - start;
+    g_thread_join(t);
+    ck_assert_int_ge(waited, 90000);
+    ck_assert_int_lt(waited, 2000000);
+    sluice_shutdown();
+}
+
 void fixture_refused(const char *contents, const char *message)
 {
     g_autofree char *path = fixture_write_keyfile(contents);

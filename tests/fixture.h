@@ -106,6 +106,11 @@ gint64 fixture_stamp_took_us(fixture_stamp from, fixture_stamp to);
 int fixture_fork_children(const char *deciding, int children, gint64 pause_us,
                           gboolean (*check)(void));
 
+/* On the real clock: holds the one permit of [limit:slots] (concurrency, limit 1),
+ * calls wake() on a thread 100 ms later, and asserts that sluice_acquire_wait for
+ * a permit (timeout 5 s) passes after 90 ms to 2 s: wake() woke it. */
+void fixture_waiter_woken_by(void (*wake)(void));
+
 /* Runs a suite and returns the process exit status (0: every test passed). */
 int fixture_run(Suite *suite);
 

@@ -1,8 +1,7 @@
-/* TLS for the tests: certificates made with the openssl command, and a redis-server
+/* TLS for the tests and benchmarks: certificates made with the openssl command, and a redis-server
  * that speaks TLS with them. */
 #include "tls_certs.h"
 
-#include <glib/gstdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -11,15 +10,8 @@ static pid_t made_by; /* only that process removes them (forked tests exit too) 
 
 static void remove_certs(void)
 {
-    if (!dir || getpid() != made_by)
-        return;
-    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-    const char *name;
-    while (d && (name = g_dir_read_name(d))) {
-        g_autofree char *path = g_build_filename(dir, name, NULL);
-        g_unlink(path);
-    }
-    g_rmdir(dir);
+    if (dir && getpid() == made_by)
+        test_remove_dir(dir);
 }
 
 char *test_tls_file(const char *name)

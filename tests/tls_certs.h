@@ -1,4 +1,4 @@
-/* TLS for the tests: certificates made with the openssl command, and a redis-server
+/* TLS for the tests and benchmarks: certificates made with the openssl command, and a redis-server
  * that speaks TLS with them. */
 #ifndef SLUICE_TEST_TLS_CERTS_H
 #define SLUICE_TEST_TLS_CERTS_H
