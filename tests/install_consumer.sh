@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs sluice into a temporary prefix and builds examples/quickstart.c outside the
 # tree twice, with pkg-config and with find_package(sluice); both must run and pass,
-# and so must the installed sluice command.
+# and so must the installed sluice command. Then README.md's first program, its C and
+# its keyfile as written there, built as README.md says, with an rpath.
 #   install_consumer.sh BUILD SRC                  installs BUILD with cmake --install
 #   install_consumer.sh --installed PREFIX SRC     uses what is already in PREFIX
 #                                                  (tests/debian_packages.sh: the packages' files)
@@ -50,4 +51,15 @@ CMAKE
 cmake -S "$work/consumer" -B "$work/consumer/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/consumer/build" >/dev/null
 "$work/consumer/build/quickstart" "$src/examples/quickstart.ini" >/dev/null
-echo "install_consumer: pkg-config and find_package consumers built and passed"
+# 3. README.md's "A first program": app.c and limits.ini as written, the output it states
+mkdir -p "$work/readme"
+awk '/^## A first program/ { on = 1; next } /^## / { on = 0 }
+     on && /^```c$/ { out = "app.c"; next } on && /^```ini$/ { out = "limits.ini"; next }
+     /^```$/ { out = ""; next } on && out { print > (dir "/" out) }' dir="$work/readme" "$src/README.md"
+(cd "$work/readme" && cc app.c -o app $(pkg-config --cflags --libs sluice) -Wl,-rpath,"$libdir" &&
+    ./app >out.txt) || { echo "install_consumer: README.md's first program failed" >&2; exit 1; }
+grep -qx "call 5: export 200, login 429" "$work/readme/out.txt" &&
+    grep -qx "call 6: export 429, login 429" "$work/readme/out.txt" ||
+    { echo "install_consumer: README.md's first program printed:" >&2; cat "$work/readme/out.txt" >&2; exit 1; }
+
+echo "install_consumer: pkg-config and find_package consumers, and README.md's first program, built and passed"
