@@ -42,7 +42,8 @@ typedef struct {
 gboolean sluice__redis_url_parse(const char *url, sluice__redis_url *out, char **why);
 void sluice__redis_url_clear(sluice__redis_url *url);
 
-/* The URL's scheme ("redis+cluster"), for messages. */
+/* The URL's scheme ("redis+cluster"), as parsed. Test-only: tests/check_redis_url.c
+ * reads back what a URL was taken for; the library itself never asks. */
 const char *sluice__redis_url_scheme(const sluice__redis_url *url);
 
 #endif
