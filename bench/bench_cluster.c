@@ -144,16 +144,6 @@ static void print_row(const char *what, int round, const row *f, int n)
     printf("\n");
 }
 
-/* The load average now, as /proc/loadavg's first three fields. */
-static char *load_average(void)
-{
-    g_autofree char *all = NULL;
-    g_file_get_contents("/proc/loadavg", &all, NULL, NULL);
-    g_auto(GStrv) fields = g_strsplit(all ? all : "? ? ?", " ", 4);
-    return g_strjoin(" ", fields[0], fields[1] ? fields[1] : "?",
-                     fields[1] && fields[2] ? fields[2] : "?", NULL);
-}
-
 /* The rounds of one server and the Cluster, the order alternating from round to round so
  * that load coming or going favours neither; FALSE when sluice cannot be set up. */
 static gboolean throughput(void)
@@ -167,7 +157,7 @@ static gboolean throughput(void)
     test_cluster *cluster = test_cluster_start(&(test_cluster_options){.masters = MASTERS});
     g_autofree char *one_url = test_redis_url(server);
     g_autofree char *cluster_url = test_cluster_url(cluster);
-    g_autofree char *loadavg = load_average();
+    g_autofree char *loadavg = bench_load_average();
     printf("one redis-server and a Cluster of %d masters (no replicas) on this machine; %d "
            "threads, %d callers of one per-key token_bucket, every decision an admission; "
            "%.1f s a row; load average %s\n",
@@ -218,7 +208,7 @@ static gboolean throughput(void)
         printf("script calls a server reads from its clients at once (medians): one server "
                "%.1f, each master %.1f\n",
                bench_median(per_read[0], ROUNDS), bench_median(per_read[1], ROUNDS));
-        g_autofree char *after = load_average();
+        g_autofree char *after = bench_load_average();
         printf("load average at the end: %s\n", after);
     }
     test_cluster_stop(cluster);

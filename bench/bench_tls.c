@@ -130,11 +130,10 @@ int main(void)
     g_autofree char *tls = g_strdup_printf("rediss://127.0.0.1:%d", test_tls_port(server));
 
     bench_print_version("redis");
-    g_autofree char *loadavg = NULL;
-    g_file_get_contents("/proc/loadavg", &loadavg, NULL, NULL);
+    g_autofree char *loadavg = bench_load_average();
     printf("one redis-server, plaintext port %d and TLS port %d (TLS 1.3, EC P-256); "
-           "token_bucket, every decision an admission; load average %.5s\n",
-           server->port, test_tls_port(server), loadavg ? loadavg : "?");
+           "token_bucket, every decision an admission; load average %s\n",
+           server->port, test_tls_port(server), loadavg);
     printf("%-10s %8s %8s %12s  %s   (each row %.1f s a figure)\n", "url", "p50 µs", "p99 µs",
            "16 thr dec/s", "CPU µs a decision, 1 thr / 16 thr: client, server", RUN_NS / 1e9);
     figures f[2][ROUNDS];

@@ -220,13 +220,9 @@ gboolean measure_all(const test_redis *s, char **evalsha, const char *tool, GErr
 {
     char *ping[] = {"PING", NULL};
     g_autofree char *line = g_strjoinv(" ", evalsha);
-    g_autofree char *loadavg = NULL;
-    char load[32] = "?";
-    figures f[FIGURES];
-
     /* other work on the machine takes CPUs from the clients and the server: say so */
-    if (g_file_get_contents("/proc/loadavg", &loadavg, NULL, NULL))
-        sscanf(loadavg, "%31[^ ]", load);
+    g_autofree char *load = bench_load_average();
+    figures f[FIGURES];
 
     bench_print_version("redis");
     printf("redis-server on 127.0.0.1:%d, started for this run; %s; load average %s\n", s->port,

@@ -1,4 +1,5 @@
-/* What every benchmark times with: the clocks, CPU time, and the quantiles of what it measured. */
+/* What every benchmark times with: the clocks, CPU time, the machine's load, and the
+ * quantiles of what it measured. */
 #include "timing.h"
 
 #include <stdio.h>
@@ -41,6 +42,15 @@ gint64 bench_process_cpu_ns(GPid pid)
                      &system) != 2)
         return -1;
     return (gint64)((user + system) * 1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
+}
+
+char *bench_load_average(void)
+{
+    g_autofree char *all = NULL;
+    g_file_get_contents("/proc/loadavg", &all, NULL, NULL);
+    g_auto(GStrv) fields = g_strsplit(all ? all : "? ? ?", " ", 4);
+    return g_strjoin(" ", fields[0], fields[1] ? fields[1] : "?",
+                     fields[1] && fields[2] ? fields[2] : "?", NULL);
 }
 
 static int compare_guint32(const void *a, const void *b)

@@ -1,4 +1,5 @@
-/* What every benchmark times with: the clocks, CPU time, and the quantiles of what it measured. */
+/* What every benchmark times with: the clocks, CPU time, the machine's load, and the
+ * quantiles of what it measured. */
 #ifndef SLUICE_BENCH_TIMING_H
 #define SLUICE_BENCH_TIMING_H
 
@@ -15,6 +16,10 @@ gint64 bench_rusage_ns(int who);
 /* The user + system CPU time another process has used so far (all its threads, from
  * /proc/PID/stat), in ns; -1 when unknown. */
 gint64 bench_process_cpu_ns(GPid pid);
+
+/* The load average now: /proc/loadavg's first three fields ("1.20 0.90 0.75"), "?" for
+ * what cannot be read. g_free it. */
+char *bench_load_average(void);
 
 /* Sorts n values in place, for bench_quantile. */
 void bench_sort_u32(guint32 *values, gsize n);
