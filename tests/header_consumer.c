@@ -1,6 +1,6 @@
 /* An application of the installed headers, valid C99, C11 and C++17: both decorating
- * forms and the API against tests/header_standards.sh's keyfile (every limit 1 per
- * hour); exits 0 when every call was decided as that keyfile says. */
+ * forms and a call of each header's API against tests/header_standards.sh's keyfile
+ * (every limit 1 per hour); exits 0 when every call was decided as that keyfile says. */
 #include <sluice/sluice.h>
 #include <sluice/testing.h>
 
@@ -54,6 +54,14 @@ static int healthz(void)
 }
 
 static int failures;
+static int async_code = -2;
+
+static void decided(GObject *source, GAsyncResult *result, gpointer data)
+{
+    (void)source;
+    (void)data;
+    async_code = sluice_acquire_finish(result, NULL, NULL);
+}
 
 static void expect(int got, int want, const char *what)
 {
@@ -86,6 +94,20 @@ int main(int argc, char **argv)
     expect(sluice_last_decision(&d), SLUICE_ALLOWED, "sluice_last_decision");
     expect(sluice_acquire("consumer.twice", NULL, 1, &d, &error), SLUICE_DENIED, "sluice_acquire");
     expect((int)d.limit, 1, "its limit");
+    sluice_headers h;
+    expect(sluice_headers_from_decision(&d, &h, &error), TRUE, "sluice_headers_from_decision");
+    expect((int)h.n, 4, "headers of a denial");
+    sluice_acquire_async("consumer.twice", NULL, 1, NULL, decided, NULL);
+    while (async_code == -2)
+        g_main_context_iteration(NULL, TRUE);
+    expect(async_code, SLUICE_DENIED, "sluice_acquire_async");
+    sluice_stats stats;
+    expect(sluice_stats_get("consumer.twice", &stats, &error), TRUE, "sluice_stats_get");
+    expect((int)stats.allowed, 1, "its permits allowed");
+    g_free(sluice_stats_prometheus());
+    expect(sluice_config_check(argv[1], &error), TRUE, "sluice_config_check");
+    expect(sluice_reset("consumer.twice", NULL, &error), TRUE, "sluice_reset");
+    expect(sluice_clock_now() > 0, 1, "sluice_clock_now");
     sluice_shutdown();
     if (failures)
         return 1;
