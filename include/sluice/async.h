@@ -12,7 +12,7 @@ G_BEGIN_DECLS
 /** Starts one decision, as sluice_acquire (the rule's `wait` included), and calls
  * callback from the thread-default main context of the calling thread once it is
  * made; that context must be iterated. Nothing blocks: on Redis the script runs
- * on one connection per main context, whose name lookup, connect, TLS handshake
+ * on one connection per server and main context, whose name lookup, connect, TLS handshake
  * and commands are steps taken when its socket is ready, on memory
  * the decision completes from an idle, and a waiting call waits on a timeout
  * source (a concurrency waiter also wakes when permits are given back). The call

@@ -1,4 +1,4 @@
-/* One pipelined connection to Redis that every thread of the process shares.
+/* One pipelined connection to a Redis server that every thread of the process shares.
  *
  * Threads deciding at once do not each wait a round trip on a connection of their
  * own. A caller appends its command to the connection's output and its request to

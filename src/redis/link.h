@@ -1,4 +1,4 @@
-/* One pipelined connection to Redis that every thread of the process shares. */
+/* One pipelined connection to a Redis server that every thread of the process shares. */
 #ifndef SLUICE_REDIS_LINK_H
 #define SLUICE_REDIS_LINK_H
 
