@@ -1,8 +1,9 @@
 /* The registry: descriptors, the limiter of each name, and binding them to rules.
  *
- * Descriptors form an intrusive list: the definition form links its descriptor
- * from a constructor before main (no allocation, no dependency on other
- * constructors), the guard form at its first call. Limiters and rules are
+ * Descriptors form an intrusive list: both forms link their descriptors from
+ * constructors before main (no allocation, no dependency on other constructors;
+ * a guard's from the section sluice_guards, include/sluice/macros.h), and a guard
+ * the section does not hold links itself at its first call. Limiters and rules are
  * created under one lock and never freed before sluice_shutdown, so the hot path
  * reads descriptor -> limiter -> rule with two atomic pointer loads and no lock,
  * and a lookup by name reads a published read-only table, also without a lock.

@@ -141,6 +141,12 @@ RATE_LIMITED_FUNCTION(int, unlimited, (void), (), "no.such.rule", nobody, NULL)
     return 1;
 }
 
+static int unlimited_guard(void)
+{
+    RATE_LIMITED("no.such.guard", return 0);
+    return 1;
+}
+
 START_TEST(name_with_no_rule_runs_the_body)
 {
     fixture_init(keyfile);
@@ -150,31 +156,59 @@ START_TEST(name_with_no_rule_runs_the_body)
 }
 END_TEST
 
+/* The warnings that `function` is decorated with `name`, which has no rule. */
+typedef struct {
+    const char *name;
+    const char *function;
+    int logged;
+} no_rule_said;
+
 static void count_no_rule(const gchar *domain, GLogLevelFlags level, const gchar *message,
                           gpointer user_data)
 {
     (void)domain;
     (void)level;
-    if (strstr(message, "\"no.such.rule\", which has no rule") &&
-        strstr(message, "unlimited is decorated"))
-        (*(int *)user_data)++;
+    no_rule_said *said = user_data;
+    g_autofree char *name = g_strdup_printf("\"%s\", which has no rule", said->name);
+    g_autofree char *function = g_strdup_printf("%s is decorated", said->function);
+    if (strstr(message, name) && strstr(message, function))
+        said->logged++;
+}
+
+/* Asserts that sluice_init and sluice_reload each log at WARNING that function is
+ * decorated with name, which has no rule; then calls then() (unless NULL), which
+ * logs it no more. */
+static void ck_no_rule_said(const char *name, const char *function, int (*then)(void))
+{
+    no_rule_said said = {name, function, 0};
+    guint handler = g_log_set_handler("sluice", G_LOG_LEVEL_WARNING, count_no_rule, &said);
+    g_autofree char *path = fixture_write_keyfile(keyfile);
+    g_autofree char *contents = fixture_contents(keyfile);
+    ck_assert(g_file_set_contents(path, contents, -1, NULL));
+    ck_assert(sluice_init(path, NULL));
+    ck_assert_int_eq(said.logged, 1);
+    ck_assert(sluice_reload(NULL));
+    ck_assert_int_eq(said.logged, 2);
+    if (then) {
+        ck_assert_int_eq(then(), 1); /* not limited */
+        ck_assert_int_eq(said.logged, 2);
+    }
+    g_log_remove_handler("sluice", handler);
+    sluice_shutdown();
+    g_unlink(path);
 }
 
 START_TEST(init_logs_each_decorated_name_that_has_no_rule)
 {
     /* at WARNING, at init and at every reload */
-    int logged = 0;
-    guint handler = g_log_set_handler("sluice", G_LOG_LEVEL_WARNING, count_no_rule, &logged);
-    g_autofree char *path = fixture_write_keyfile(keyfile);
-    g_autofree char *contents = fixture_contents(keyfile);
-    ck_assert(g_file_set_contents(path, contents, -1, NULL));
-    ck_assert(sluice_init(path, NULL));
-    ck_assert_int_eq(logged, 1);
-    ck_assert(sluice_reload(NULL));
-    ck_assert_int_eq(logged, 2);
-    g_log_remove_handler("sluice", handler);
-    sluice_shutdown();
-    g_unlink(path);
+    ck_no_rule_said("no.such.rule", "unlimited", NULL);
+}
+END_TEST
+
+START_TEST(init_logs_a_guard_that_has_no_rule_before_its_first_call)
+{
+    /* the same, though the guard has not run yet; its first call says nothing more */
+    ck_no_rule_said("no.such.guard", "unlimited_guard", unlimited_guard);
 }
 END_TEST
 
@@ -206,12 +240,14 @@ START_TEST(descriptors_are_listed_with_name_function_and_rule)
     ck_assert_ptr_nonnull(strstr(s->str, "two|twice|rule|1;"));
     ck_assert_ptr_nonnull(strstr(s->str, "two|tick|rule|1;"));
     ck_assert_ptr_nonnull(strstr(s->str, "no.such.rule|unlimited|none|1;"));
-    /* a guard registers at its first call */
-    ck_assert_ptr_null(strstr(s->str, "|guarded|"));
+    /* a guard registers before main too, before its first call */
+    ck_assert_ptr_nonnull(strstr(s->str, "two|guarded|rule|1;"));
+    ck_assert_ptr_nonnull(strstr(s->str, "no.such.guard|unlimited_guard|none|1;"));
     guarded();
     g_string_truncate(s, 0);
     sluice_descriptors_foreach(collect, s);
     ck_assert_ptr_nonnull(strstr(s->str, "two|guarded|rule|1;"));
+    ck_assert_int_eq(unlimited_guard(), 1);
     sluice_shutdown();
 }
 END_TEST
@@ -405,6 +441,7 @@ int main(void)
     tcase_add_test(tc, guard_with_key_limits_each_key_separately);
     tcase_add_test(tc, name_with_no_rule_runs_the_body);
     tcase_add_test(tc, init_logs_each_decorated_name_that_has_no_rule);
+    tcase_add_test(tc, init_logs_a_guard_that_has_no_rule_before_its_first_call);
     tcase_add_test(tc, before_init_and_after_shutdown_bodies_run);
     tcase_add_test(tc, descriptors_are_listed_with_name_function_and_rule);
     tcase_add_test(tc, concurrency_permit_is_released_when_the_body_returns);

@@ -26,7 +26,8 @@ G_BEGIN_DECLS
  *        RATE_LIMITED_KEY("login", req->user, return too_many(req));
  *
  *    The key (a NUL-terminated UTF-8 string) must stay valid until the function
- *    returns. A guard's descriptor registers itself at its first call.
+ *    returns. A guard's descriptor is registered before main, as the definition
+ *    form's is (on ELF), or at its first call.
  *
  * 2. Definition: the macro writes the function and ends with the prototype of
  *    its body, which follows in braces.
@@ -122,7 +123,7 @@ SLUICE_API int sluice__enter(sluice_descriptor *descriptor, const char *key, slu
                              sluice_decision *verdict, GError **error);
 /** Gives back what the lease holds (concurrency permits); cleanup of SLUICE__LEASE. */
 SLUICE_API void sluice__leave(sluice_lease *lease);
-/** Links a definition-form descriptor into the registry (constructor, no allocation). */
+/** Links a descriptor into the registry (a constructor, before main; no allocation). */
 SLUICE_API void sluice__register(sluice_descriptor *descriptor);
 
 #define SLUICE__DESCRIPTOR(name, function)                                                         \
@@ -176,10 +177,35 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
 #define SLUICE__SITE_ATTRIBUTES                                                                    \
     __attribute__((section("sluice_sites"), used, aligned(1) SLUICE__SITE_RETAIN))
 
+/* The guard form's descriptors: a pointer to each in the ELF section sluice_guards,
+ * which a constructor of every file that includes this header registers before main,
+ * so that sluice_init knows every guard's name. On other formats a guard registers
+ * at its first call (sluice__enter), as it also does where the pointer is left out. */
+#ifdef __ELF__
+#define SLUICE__GUARD_ENTRY(var, descriptor)                                                       \
+    static sluice_descriptor *const var                                                            \
+        __attribute__((section("sluice_guards"), used SLUICE__SITE_RETAIN)) = (descriptor);
+/* the section's bounds in the program or library this file is linked into (the linker
+ * names them; NULL where no file of it has a guard) */
+extern sluice_descriptor *const sluice__guards_start[] __asm__("__start_sluice_guards")
+    __attribute__((weak, visibility("hidden")));
+extern sluice_descriptor *const sluice__guards_stop[] __asm__("__stop_sluice_guards")
+    __attribute__((weak, visibility("hidden")));
+__attribute__((constructor, unused)) static void sluice__register_guards(void)
+{
+    for (sluice_descriptor *const *d = sluice__guards_start; d < sluice__guards_stop; d++)
+        sluice__register(*d);
+}
+#else
+#define SLUICE__GUARD_ENTRY(var, descriptor)
+#endif
+
 #define SLUICE__GUARD(name, key, fallback, line)                                                   \
     SLUICE__SITE(SLUICE__CAT(sluice__site_, line), name, , line)                                   \
     static sluice_descriptor SLUICE__CAT(sluice__descriptor_, line) =                              \
         SLUICE__DESCRIPTOR(name, __func__);                                                        \
+    SLUICE__GUARD_ENTRY(SLUICE__CAT(sluice__guard_, line),                                         \
+                        &SLUICE__CAT(sluice__descriptor_, line))                                   \
     SLUICE__LEASE(SLUICE__CAT(sluice__lease_, line));                                              \
     if (sluice__enter(&SLUICE__CAT(sluice__descriptor_, line), (key),                              \
                       &SLUICE__CAT(sluice__lease_, line), NULL, NULL) != SLUICE__RUN) {            \
