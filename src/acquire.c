@@ -104,8 +104,7 @@ int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *
     if (key && !sluice__check_key(key, &failure)) {
         d = (sluice_decision){sluice__engine_policy_allows(sluice__limiter_rule(limiter)), 0, 0, -1,
                               0};
-        sluice__stats_count(sluice__counters_mine(limiter->counters), SLUICE__OUTCOME_ERROR, FALSE,
-                            -1);
+        sluice__counters_count(limiter->counters, SLUICE__OUTCOME_ERROR, FALSE, -1);
         sluice__stats_count(&descriptor->priv_stats, SLUICE__OUTCOME_ERROR, FALSE, -1);
         r = SLUICE_ERROR;
     } else {
@@ -134,7 +133,7 @@ int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *
         return SLUICE__FAILED; /* the error callback answers */
     }
     if (run == SLUICE__DEGRADE) {
-        sluice__stats_degraded(sluice__counters_mine(limiter->counters));
+        sluice__counters_degraded(limiter->counters);
         sluice__stats_degraded(&descriptor->priv_stats);
     }
     return run;

@@ -25,34 +25,57 @@ static guint bucket_of(gint64 ns)
     return MIN(i, SLUICE_STATS_BUCKETS - 1);
 }
 
-static inline void add(guint64 *counter, guint64 n)
+/* Adds n to a counter: with an atomic add, or, when the calling thread is the only
+ * one that writes it (alone), with a plain load and store (readers load it
+ * atomically either way). */
+static inline void add(guint64 *counter, guint64 n, gboolean alone)
 {
-    __atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+    if (alone)
+        __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+}
+
+static inline __attribute__((always_inline)) void count(sluice_stats *stats, gboolean alone,
+                                                        sluice__outcome outcome, gboolean waited,
+                                                        gint64 elapsed_ns)
+{
+    switch (outcome) {
+    case SLUICE__OUTCOME_ALLOWED:
+        add(&stats->allowed, 1, alone);
+        break;
+    case SLUICE__OUTCOME_DENIED:
+        add(&stats->denied, 1, alone);
+        break;
+    case SLUICE__OUTCOME_SHADOW_DENIED:
+        add(&stats->shadow_denied, 1, alone);
+        break;
+    case SLUICE__OUTCOME_ERROR:
+        add(&stats->errors, 1, alone);
+        break;
+    }
+    if (waited)
+        add(&stats->waited, 1, alone);
+    if (elapsed_ns >= 0) {
+        add(&stats->latency_ns_sum, (guint64)elapsed_ns, alone);
+        add(&stats->latency[bucket_of(elapsed_ns)], 1, alone);
+    }
 }
 
 void sluice__stats_count(sluice_stats *stats, sluice__outcome outcome, gboolean waited,
                          gint64 elapsed_ns)
 {
-    switch (outcome) {
-    case SLUICE__OUTCOME_ALLOWED:
-        add(&stats->allowed, 1);
-        break;
-    case SLUICE__OUTCOME_DENIED:
-        add(&stats->denied, 1);
-        break;
-    case SLUICE__OUTCOME_SHADOW_DENIED:
-        add(&stats->shadow_denied, 1);
-        break;
-    case SLUICE__OUTCOME_ERROR:
-        add(&stats->errors, 1);
-        break;
-    }
-    if (waited)
-        add(&stats->waited, 1);
-    if (elapsed_ns >= 0) {
-        add(&stats->latency_ns_sum, (guint64)elapsed_ns);
-        add(&stats->latency[bucket_of(elapsed_ns)], 1);
-    }
+    count(stats, FALSE, outcome, waited, elapsed_ns);
+}
+
+void sluice__stats_degraded(sluice_stats *stats)
+{
+    add(&stats->degraded, 1, FALSE);
+}
+
+void sluice__stats_in_process(sluice_stats *stats, gboolean prefetched)
+{
+    add(prefetched ? &stats->prefetched : &stats->cached_denied, 1, FALSE);
 }
 
 static inline guint64 load(const guint64 *counter)
@@ -82,8 +105,52 @@ struct sluice__counters {
     } __attribute__((aligned(LINE))) stripes[STRIPES];
 };
 
-static gint threads_seen; /* atomic: stripes handed out, round robin */
-static __thread __attribute__((tls_model("initial-exec"))) guint my_stripe; /* 0: none yet */
+#define SHARED (STRIPES - 1) /* the stripe of threads that have none to themselves */
+
+static guint owned; /* atomic: bit i set: stripe i is a thread's own */
+/* The calling thread's stripe plus one (0: not chosen yet). */
+static __thread __attribute__((tls_model("initial-exec"))) guint my_stripe;
+
+/* At a thread's exit: its stripe is free for the next thread; what it still
+ * counts (in later exit handlers) goes to the shared stripe. */
+static void give_back(gpointer stripe)
+{
+    __atomic_fetch_and(&owned, ~(1u << (GPOINTER_TO_UINT(stripe) - 1)), __ATOMIC_RELEASE);
+    my_stripe = SHARED + 1;
+}
+
+static GPrivate owner = G_PRIVATE_INIT(give_back);
+
+/* A free stripe of the thread's own, or the shared one. */
+static guint choose_stripe(void)
+{
+    guint seen = __atomic_load_n(&owned, __ATOMIC_RELAXED);
+    for (guint i = 0; i < SHARED; i++) {
+        while (!(seen & (1u << i))) {
+            /* acquire: the counts of the thread that gave it back are seen */
+            if (__atomic_compare_exchange_n(&owned, &seen, seen | (1u << i), FALSE,
+                                            __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+                g_private_set(&owner, GUINT_TO_POINTER(i + 1));
+                return i;
+            }
+        }
+    }
+    return SHARED;
+}
+
+/* The calling thread's stripe; *alone: its own. */
+static inline guint stripe_index(gboolean *alone)
+{
+    if (G_UNLIKELY(my_stripe == 0))
+        my_stripe = choose_stripe() + 1;
+    *alone = my_stripe - 1 != SHARED;
+    return my_stripe - 1;
+}
+
+static inline sluice_stats *mine(sluice__counters *counters, gboolean *alone)
+{
+    return &counters->stripes[stripe_index(alone)].stats;
+}
 
 sluice__counters *sluice__counters_new(void)
 {
@@ -95,17 +162,26 @@ void sluice__counters_free(sluice__counters *counters)
     g_aligned_free(counters);
 }
 
-/* The stripe the calling thread counts in. */
-static inline guint mine(void)
+void sluice__counters_count(sluice__counters *counters, sluice__outcome outcome, gboolean waited,
+                            gint64 elapsed_ns)
 {
-    if (G_UNLIKELY(my_stripe == 0))
-        my_stripe = (guint)g_atomic_int_add(&threads_seen, 1) % STRIPES + 1;
-    return my_stripe - 1;
+    gboolean alone;
+    sluice_stats *stats = mine(counters, &alone);
+    count(stats, alone, outcome, waited, elapsed_ns);
 }
 
-sluice_stats *sluice__counters_mine(sluice__counters *counters)
+void sluice__counters_degraded(sluice__counters *counters)
 {
-    return &counters->stripes[mine()].stats;
+    gboolean alone;
+    sluice_stats *stats = mine(counters, &alone);
+    add(&stats->degraded, 1, alone);
+}
+
+void sluice__counters_in_process(sluice__counters *counters, gboolean prefetched)
+{
+    gboolean alone;
+    sluice_stats *stats = mine(counters, &alone);
+    add(prefetched ? &stats->prefetched : &stats->cached_denied, 1, alone);
 }
 
 void sluice__counters_read(const sluice__counters *counters, sluice_stats *out)
@@ -123,9 +199,11 @@ void sluice__counters_read(const sluice__counters *counters, sluice_stats *out)
 
 void sluice__counters_refused(sluice__counters *counters, guint refused)
 {
-    guint64 *by_band = counters->stripes[mine()].refused;
+    gboolean alone;
+    guint64 *by_band = counters->stripes[stripe_index(&alone)].refused;
+    /* atomic even in a stripe of one's own: a reload moves these (move_refused) */
     for (; refused; refused &= refused - 1)
-        add(&by_band[__builtin_ctz(refused)], 1);
+        add(&by_band[__builtin_ctz(refused)], 1, FALSE);
 }
 
 void sluice__counters_read_refused(const sluice__counters *counters,
@@ -158,6 +236,6 @@ void sluice__counters_move_refused(sluice__counters *counters, const sluice__rul
         for (guint j = 0; j < n_to; j++)
             for (guint i = 0; i < n_from; i++)
                 if (same_band(from, i, to, j))
-                    add(&refused[j], was[i]);
+                    add(&refused[j], was[i], FALSE);
     }
 }

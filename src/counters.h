@@ -31,30 +31,29 @@ void sluice__stats_count(sluice_stats *stats, sluice__outcome outcome, gboolean 
                          gint64 elapsed_ns);
 
 /* Counts a decorated call that ran its degrade function or fallback. */
-static inline void sluice__stats_degraded(sluice_stats *stats)
-{
-    __atomic_fetch_add(&stats->degraded, 1, __ATOMIC_RELAXED);
-}
+void sluice__stats_degraded(sluice_stats *stats);
 
 /* Counts a decision answered in process: a denial the denial cache answered, or
  * (prefetched) permits this process had in hand. */
-static inline void sluice__stats_in_process(sluice_stats *stats, gboolean prefetched)
-{
-    __atomic_fetch_add(prefetched ? &stats->prefetched : &stats->cached_denied, 1,
-                       __ATOMIC_RELAXED);
-}
+void sluice__stats_in_process(sluice_stats *stats, gboolean prefetched);
 
 /* Copies stats field by field with atomic loads (while others keep counting). */
 void sluice__stats_read(const sluice_stats *stats, sluice_stats *out);
 
 /* A limit's counters in stripes of their own cache lines: a thread counts in its
- * stripe, so threads that decide on one limit pass no counter between them. */
+ * stripe, so threads that decide on one limit pass no counter between them. The
+ * first threads to count (one fewer than the stripes, at any one time) have a
+ * stripe each, which they count in with plain stores, as no other thread writes
+ * it; the others share the last stripe and count with atomic adds. */
 typedef struct sluice__counters sluice__counters;
 
 sluice__counters *sluice__counters_new(void);
 void sluice__counters_free(sluice__counters *counters);
-/* The stripe the calling thread counts in. */
-sluice_stats *sluice__counters_mine(sluice__counters *counters);
+/* sluice__stats_count, _degraded and _in_process in the calling thread's stripe. */
+void sluice__counters_count(sluice__counters *counters, sluice__outcome outcome, gboolean waited,
+                            gint64 elapsed_ns);
+void sluice__counters_degraded(sluice__counters *counters);
+void sluice__counters_in_process(sluice__counters *counters, gboolean prefetched);
 /* The sum of every stripe, read as sluice__stats_read does. */
 void sluice__counters_read(const sluice__counters *counters, sluice_stats *out);
 

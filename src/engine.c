@@ -117,7 +117,7 @@ static void count_source(sluice__limiter *limiter, sluice_stats *site, verdict_s
 {
     if (from == FROM_BACKEND)
         return;
-    sluice__stats_in_process(sluice__counters_mine(limiter->counters), from == FROM_PREFETCH);
+    sluice__counters_in_process(limiter->counters, from == FROM_PREFETCH);
     if (site)
         sluice__stats_in_process(site, from == FROM_PREFETCH);
 }
@@ -411,7 +411,7 @@ int sluice__engine_count(sluice__limiter *limiter, sluice_stats *site, sluice__o
                          gboolean waited, gint64 start)
 {
     gint64 elapsed = start >= 0 ? sluice__stats_clock_ns() - start : -1;
-    sluice__stats_count(sluice__counters_mine(limiter->counters), outcome, waited, elapsed);
+    sluice__counters_count(limiter->counters, outcome, waited, elapsed);
     if (site)
         sluice__stats_count(site, outcome, waited, elapsed);
     switch (outcome) {

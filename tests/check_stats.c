@@ -82,6 +82,39 @@ START_TEST(test_histogram_times_every_decision_or_one_in_eight)
 }
 END_TEST
 
+#define COUNTING_THREADS 12 /* more than the stripes a thread can have to itself */
+#define COUNTING_CALLS   2000
+
+static gpointer count_calls(gpointer name)
+{
+    sluice_decision d;
+    for (int i = 0; i < COUNTING_CALLS; i++)
+        sluice_acquire(name, NULL, 1, &d, NULL);
+    return NULL;
+}
+
+static void count_in_threads(const char *name)
+{
+    GThread *threads[COUNTING_THREADS];
+    for (int i = 0; i < COUNTING_THREADS; i++)
+        threads[i] = g_thread_new("counting", count_calls, (gpointer)name);
+    for (int i = 0; i < COUNTING_THREADS; i++)
+        g_thread_join(threads[i]);
+}
+
+START_TEST(test_threads_beyond_the_stripes_and_after_others_exit_all_count)
+{
+    /* threads that count in a stripe of their own, threads that share one, and
+     * threads that take the stripes of threads that exited: nothing is lost */
+    fixture_init("[limit:many]\nalgorithm = fixed_window\nlimit = 30000\nwindow = 1h\n");
+    count_in_threads("many");
+    count_in_threads("many");
+    guint64 calls = 2 * COUNTING_THREADS * COUNTING_CALLS;
+    expect("many", 30000, calls - 30000, 0, 0, 0, 0);
+    sluice_shutdown();
+}
+END_TEST
+
 START_TEST(test_stats_survive_a_reload_and_reset_at_shutdown)
 {
     g_autofree char *contents =
@@ -368,6 +401,7 @@ int main(void)
     TCase *tc = tcase_create("stats");
     tcase_add_test(tc, test_counts_each_outcome);
     tcase_add_test(tc, test_histogram_times_every_decision_or_one_in_eight);
+    tcase_add_test(tc, test_threads_beyond_the_stripes_and_after_others_exit_all_count);
     tcase_add_test(tc, test_stats_survive_a_reload_and_reset_at_shutdown);
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_test(tc, test_decorated_calls_count_per_function_and_limit);
