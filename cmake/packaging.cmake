@@ -4,7 +4,9 @@
 #   libsluice-dev  headers, static library, the .so link, pkg-config and CMake files
 #   sluice-tools   the sluice command and its man page
 # Their dependencies on other libraries are what dpkg-shlibdeps finds in the ELF
-# files; each package has cmake/debian/changelog as its changelog.Debian.gz.
+# files; each package has cmake/debian/changelog as its changelog.gz (a native
+# package: the version has no Debian revision). tests/debian_packages.sh runs lintian
+# on them. They have no copyright file: the project has no licence yet.
 set(SLUICE_DEB_MAINTAINER "sluice maintainers <maintainers@users.noreply.a-seed-b88493c2.example>"
     CACHE STRING "The Maintainer field of the Debian packages")
 
@@ -16,10 +18,14 @@ if(NOT SLUICE_CHANGELOG_TOP MATCHES "^sluice \\(${PROJECT_VERSION}\\) ")
   message(FATAL_ERROR "cmake/debian/changelog: the newest entry is '${SLUICE_CHANGELOG_TOP}'; "
                       "expected one for version ${PROJECT_VERSION} first")
 endif()
-set(SLUICE_CHANGELOG_GZ ${PROJECT_BINARY_DIR}/debian/changelog.Debian.gz)
+# gzip -9n, as Debian compresses documents: the best compression, no name or time inside
+set(SLUICE_CHANGELOG_GZ ${PROJECT_BINARY_DIR}/debian/changelog.gz)
 file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/debian)
-file(ARCHIVE_CREATE OUTPUT ${SLUICE_CHANGELOG_GZ} PATHS ${SLUICE_CHANGELOG}
-     FORMAT raw COMPRESSION GZip)
+execute_process(COMMAND gzip -9nc ${SLUICE_CHANGELOG} OUTPUT_FILE ${SLUICE_CHANGELOG_GZ}
+                RESULT_VARIABLE SLUICE_GZIP_RESULT)
+if(NOT SLUICE_GZIP_RESULT EQUAL 0)
+  message(FATAL_ERROR "gzip -9n ${SLUICE_CHANGELOG}: ${SLUICE_GZIP_RESULT}")
+endif()
 
 set(SLUICE_DEB_lib libsluice0)
 set(SLUICE_DEB_dev libsluice-dev)
@@ -51,17 +57,41 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR})
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
-set(CPACK_DEBIAN_LIB_PACKAGE_GENERATE_SHLIBS ON) # a shlibs file for packages built on it
+# a shlibs file for packages built on libsluice0 (only it has a shared library), asking
+# for this very version: the ABI of 0.x may change without a new SONAME
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY "=")
+# dpkg runs ldconfig for a library in the loader's directories through this trigger
+set(CPACK_DEBIAN_LIB_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/cmake/debian/triggers)
+# the man page compressed with gzip -9n in the packages (cmake/debian/compress_man.cmake)
+set(CPACK_PRE_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/cmake/debian/compress_man.cmake)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # what the headers, sluice.pc and sluiceConfig.cmake ask a consumer's build for
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "libglib2.0-dev (>= 2.74), libhiredis-dev (>= 0.14), libssl-dev (>= 3.0), pkg-config")
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION utils)
 
+# the packages' descriptions: a summary line, then lines of at most 79 characters
+set(SLUICE_DEB_ABOUT "sluice limits how often C functions may run, in one process or across
+every process that shares a Redis (one server, a Cluster or a Sentinel-managed
+master, in plain TCP or TLS). A function is decorated with a macro, its limit
+lives in a keyfile that operators edit, and a fallback runs when the limit
+says no.
+")
+set(CPACK_DEBIAN_LIB_DESCRIPTION "rate-limit C functions in-process or through Redis (shared library)
+${SLUICE_DEB_ABOUT}
+This package has the shared library.")
+set(CPACK_DEBIAN_DEV_DESCRIPTION "rate-limit C functions in-process or through Redis (development files)
+${SLUICE_DEB_ABOUT}
+This package has the headers, the static library, and the pkg-config and
+CMake files to build programs with it.")
+set(CPACK_DEBIAN_TOOLS_DESCRIPTION "command line tools of sluice, a rate limiter for C functions
+${SLUICE_DEB_ABOUT}
+This package has the sluice command: it checks keyfiles, tries, shows and
+resets limits, and replays traffic traces against a keyfile (as text or as an
+SVG picture).")
+
 include(CPack)
-cpack_add_component(lib DISPLAY_NAME "libsluice0"
-  DESCRIPTION "sluice limits how often C functions may run, in one process or across every process that shares a Redis. This package has the shared library.")
-cpack_add_component(dev DISPLAY_NAME "libsluice-dev" DEPENDS lib
-  DESCRIPTION "sluice limits how often C functions may run, in one process or across every process that shares a Redis. This package has the headers, the static library, and the pkg-config and CMake files to build programs with it.")
-cpack_add_component(tools DISPLAY_NAME "sluice-tools" DEPENDS lib
-  DESCRIPTION "The sluice command lints a keyfile of sluice limits, tries, shows and resets limits, and replays traffic traces against a keyfile (as text or as an SVG picture).")
+cpack_add_component(lib DISPLAY_NAME "libsluice0")
+cpack_add_component(dev DISPLAY_NAME "libsluice-dev" DEPENDS lib)
+cpack_add_component(tools DISPLAY_NAME "sluice-tools" DEPENDS lib)

@@ -36,7 +36,7 @@ fi
 
 # the sluice command runs from the prefix (it finds the library beside it) and has its man page
 "$prefix/bin/sluice" lint "$src/examples/quickstart.ini" | grep -q ": ok$"
-test -f "$prefix/share/man/man1/sluice.1"
+test -f "$prefix/share/man/man1/sluice.1" || test -f "$prefix/share/man/man1/sluice.1.gz" # (gzipped in the packages)
 
 # 2. find_package(sluice), static archive
 mkdir -p "$work/consumer"

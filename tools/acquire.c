@@ -29,7 +29,7 @@ int cli_acquire(char **argv)
     const GOptionEntry entries[] = {
         CLI_OPTION_KEY(key),
         {"permits", 'p', 0, G_OPTION_ARG_INT64, &permits,
-         "Permits to ask for (default: 1; 0 peeks)", "N"},
+         "How many permits to ask for (default: 1; 0 peeks)", "N"},
         {"wait", 'w', 0, G_OPTION_ARG_INT64, &wait_ms,
          "Wait up to MS for the permits instead of the rule's wait", "MS"},
         {"json", 'j', 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL},
