@@ -35,11 +35,24 @@ static GHashTable *labels_of(exposition *e, const char *metric)
     return labels;
 }
 
+static char *family_of(const char *metric, GHashTable *helped);
+
+/* In parse_exposition: unless cond, *problem says why and the parse gives up. */
+#define REFUSE_UNLESS(cond, ...)                                                                   \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            *problem = g_strdup_printf(__VA_ARGS__);                                               \
+            return NULL;                                                                           \
+        }                                                                                          \
+    } while (0)
+
 /* Parses the text format; every sample line must be `metric{labels} value` or
- * `metric value`, and every family must have # HELP and # TYPE. */
-static exposition *parse_exposition(const char *text, GHashTable *helped)
+ * `metric value`, and every family must have # HELP and # TYPE, before its samples; a
+ * counter's name ends in _total. NULL and *problem (free it) when not. */
+static exposition *parse_exposition(const char *text, GHashTable *helped, char **problem)
 {
-    exposition *e = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, set_free);
+    g_autoptr(GHashTable) typed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(GHashTable) e = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, set_free);
     g_autoptr(GRegex) sample = g_regex_new(
         "^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\\{(.*)\\})? ([-+0-9.eE]+|[-+]Inf|NaN)$", 0, 0, NULL);
     g_autoptr(GRegex) label =
@@ -50,15 +63,26 @@ static exposition *parse_exposition(const char *text, GHashTable *helped)
             continue;
         if (g_str_has_prefix(*l, "# HELP ")) {
             g_auto(GStrv) f = g_strsplit(*l + 7, " ", 2);
-            ck_assert_msg(f[1] && *f[1], "HELP without text: %s", *l);
+            REFUSE_UNLESS(f[1] && *f[1], "HELP without text: %s", *l);
             g_hash_table_add(helped, g_strdup(f[0]));
             continue;
         }
-        if (g_str_has_prefix(*l, "# TYPE "))
+        if (g_str_has_prefix(*l, "# TYPE ")) {
+            g_auto(GStrv) f = g_strsplit(*l + 7, " ", 2);
+            REFUSE_UNLESS(g_hash_table_contains(helped, f[0]), "TYPE before HELP: %s", *l);
+            REFUSE_UNLESS(f[1] && (strcmp(f[1], "counter") == 0 || strcmp(f[1], "gauge") == 0 ||
+                                   strcmp(f[1], "histogram") == 0),
+                          "unknown type: %s", *l);
+            REFUSE_UNLESS(strcmp(f[1], "counter") != 0 || g_str_has_suffix(f[0], "_total"),
+                          "a counter without _total: %s", *l);
+            g_hash_table_add(typed, g_strdup(f[0]));
             continue;
+        }
         g_autoptr(GMatchInfo) m = NULL;
-        ck_assert_msg(g_regex_match(sample, *l, 0, &m), "not a sample line: %s", *l);
+        REFUSE_UNLESS(g_regex_match(sample, *l, 0, &m), "not a sample line: %s", *l);
         g_autofree char *metric = g_match_info_fetch(m, 1);
+        g_autofree char *family = family_of(metric, helped);
+        REFUSE_UNLESS(g_hash_table_contains(typed, family), "no # HELP and # TYPE before: %s", *l);
         g_autofree char *labels = g_match_info_fetch(m, 2);
         GHashTable *names = labels_of(e, metric);
         g_autoptr(GMatchInfo) lm = NULL;
@@ -73,9 +97,9 @@ static exposition *parse_exposition(const char *text, GHashTable *helped)
             g_free(name);
             g_match_info_fetch_pos(lm, 0, NULL, &end);
         }
-        ck_assert_msg(end == (gint)strlen(labels), "bad labels: %s", *l);
+        REFUSE_UNLESS(end == (gint)strlen(labels), "bad labels: %s", *l);
     }
-    return e;
+    return g_steal_pointer(&e);
 }
 
 /* The family a sample's metric belongs to (a histogram's _bucket, _sum, _count). */
@@ -185,8 +209,9 @@ RATE_LIMITED_FUNCTION(int, export_report, (int x), (x), "export", export_busy, N
 }
 
 /* Decides allowed, denied (one from the denial cache), allowed from prefetched
- * permits, shadow_denied, waited and degraded on a real redis-server, then error (the server
- * stopped: its breaker opens); returns the exposition, and the server's port in *port. */
+ * permits, shadow_denied (by mode = shadow and by a shadow band), denied by a band, waited
+ * and degraded on a real redis-server, then error (the server stopped: its breaker opens);
+ * returns the exposition, and the server's port in *port. */
 static char *decide_every_kind(int *port)
 {
     test_redis *server = test_redis_start(NULL);
@@ -198,7 +223,8 @@ static char *decide_every_kind(int *port)
         "[limit:preview]\nlimit = 1\nwindow = 1h\nmode = shadow\n"
         "[limit:queue]\nalgorithm = token_bucket\nlimit = 1\nwindow = 100ms\nwait = 1s\n"
         "[limit:export]\nlimit = 1\nwindow = 1h\n"
-        "[limit:bulk]\nalgorithm = token_bucket\nlimit = 1000\nwindow = 1s\nprefetch = 10\n",
+        "[limit:bulk]\nalgorithm = token_bucket\nlimit = 1000\nwindow = 1s\nprefetch = 10\n"
+        "[limit:search]\nlimit = 10\nwindow = 1h\nbands = 2/1h\nshadow_bands = 1/1h\n",
         url);
     g_autofree char *path = fixture_write_keyfile(contents);
     g_autoptr(GError) error = NULL;
@@ -215,6 +241,10 @@ static char *decide_every_kind(int *port)
     ck_assert_int_eq(export_report(7), -7); /* degraded */
     for (int i = 0; i < 3; i++) /* the first takes 10 permits, the others are handed out */
         ck_assert_int_eq(sluice_acquire("bulk", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    /* bands: the second call passes the shadow band's refusal, the third is the band's */
+    ck_assert_int_eq(sluice_acquire("search", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(sluice_acquire("search", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(sluice_acquire("search", NULL, 1, &d, NULL), SLUICE_DENIED);
     g_autofree char *closed =
         g_strdup_printf("sluice_breaker_open{node=\"redis 127.0.0.1:%d\"} 0\n", server->port);
     g_autofree char *before = sluice_stats_prometheus();
@@ -232,7 +262,9 @@ START_TEST(every_query_names_what_the_exposition_has)
     int port;
     g_autofree char *text = decide_every_kind(&port);
     g_autoptr(GHashTable) helped = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    g_autoptr(GHashTable) e = parse_exposition(text, helped);
+    g_autofree char *problem = NULL;
+    g_autoptr(GHashTable) e = parse_exposition(text, helped, &problem);
+    ck_assert_msg(e, "%s in:\n%s", problem, text);
     /* the process made decisions of every kind: the queries below can see them */
     static const char *const made[] = {
         "sluice_decisions_total{name=\"api\",outcome=\"allowed\"} 1\n",
@@ -242,6 +274,8 @@ START_TEST(every_query_names_what_the_exposition_has)
         "sluice_decisions_total{name=\"preview\",outcome=\"shadow_denied\"} 1\n",
         "sluice_waited_total{name=\"queue\"} 1\n",
         "sluice_prefetched_total{name=\"bulk\"} 2\n",
+        "sluice_decisions_total{name=\"search\",outcome=\"shadow_denied\"} 1\n",
+        "sluice_decisions_total{name=\"search\",outcome=\"denied\"} 1\n",
         "sluice_function_degraded_total{name=\"export\",function=\"export_report\",site=\"",
     };
     for (guint i = 0; i < G_N_ELEMENTS(made); i++)
@@ -293,11 +327,12 @@ END_TEST
 START_TEST(a_query_naming_what_is_not_exported_is_refused)
 {
     g_autoptr(GHashTable) helped = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autofree char *problem = NULL;
     g_autoptr(GHashTable) e = parse_exposition(
         "# HELP sluice_decisions_total Decisions.\n# TYPE sluice_decisions_total counter\n"
-        "sluice_decisions_total{name=\"a\",outcome=\"allowed\"} 1\n"
-        "sluice_unhelped 1\n",
-        helped);
+        "sluice_decisions_total{name=\"a\",outcome=\"allowed\"} 1\n",
+        helped, &problem);
+    ck_assert_msg(e, "%s", problem);
     static const struct {
         const char *expr, *legend, *wrong;
     } cases[] = {
@@ -310,7 +345,6 @@ START_TEST(a_query_naming_what_is_not_exported_is_refused)
          "sluice_decisions_total has no outcome=\"error\""},
         {"sluice_decisions_total{outcome=~\"err.*\"}", NULL, NULL},
         {"rate(sluice_breaker_open[5m])", NULL, "sluice_breaker_open is not exported"},
-        {"sluice_unhelped", NULL, "sluice_unhelped has no # HELP"},
         {"up", NULL, "no sluice metric in: up"},
     };
     for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -320,6 +354,26 @@ START_TEST(a_query_naming_what_is_not_exported_is_refused)
         else
             ck_assert_msg(wrong && g_str_has_prefix(wrong, cases[i].wrong), "%s: %s", cases[i].expr,
                           wrong ? wrong : "accepted");
+    }
+
+    /* and expositions that break the conventions are refused */
+    static const struct {
+        const char *text, *wrong;
+    } bad[] = {
+        {"sluice_unhelped 1\n", "no # HELP and # TYPE before: sluice_unhelped 1"},
+        {"# HELP sluice_calls Calls.\n# TYPE sluice_calls counter\nsluice_calls 1\n",
+         "a counter without _total: # TYPE sluice_calls counter"},
+        {"# TYPE sluice_x_total counter\n", "TYPE before HELP: # TYPE sluice_x_total counter"},
+        {"# HELP sluice_x_total\n", "HELP without text: # HELP sluice_x_total"},
+        {"# HELP sluice_x_total X.\n# TYPE sluice_x_total counter\nsluice_x_total{a=b} 1\n",
+         "bad labels: sluice_x_total{a=b} 1"},
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autoptr(GHashTable) h = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+        g_autofree char *why = NULL;
+        GHashTable *parsed = parse_exposition(bad[i].text, h, &why);
+        ck_assert_msg(!parsed, "accepted: %s", bad[i].text);
+        ck_assert_str_eq(why, bad[i].wrong);
     }
 }
 END_TEST
