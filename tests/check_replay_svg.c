@@ -52,9 +52,12 @@ static char *run(char **argv)
 typedef struct {
     char *limit, *keyfile;
     gint64 buckets, bucket_ms, calls, admitted, denied, permits_admitted, permits_denied;
-    gint64 drawn;      /* <g class="bucket"> elements */
-    gint64 sum[2];     /* data-permits of the denied [0] and admitted [1] rects */
-    gint64 limit_line; /* <line class="limit"> elements */
+    gint64 shadow_denied; /* data-shadow-denied, -1 when absent */
+    gint64 drawn;         /* <g class="bucket"> elements */
+    gint64 sum[2];        /* data-permits of the denied [0] and admitted [1] rects */
+    gint64 shadow_sum;    /* data-permits of the shadow rects (admitted too) */
+    gint64 limit_line;    /* <line class="limit"> elements */
+    gint64 shadow_line;   /* <line class="shadow-limit"> elements */
 } panel;
 
 typedef struct {
@@ -108,6 +111,9 @@ static void start(GMarkupParseContext *context, const char *element, const char 
         x->denied = number(names, values, "data-denied");
         x->permits_admitted = number(names, values, "data-permits-admitted");
         x->permits_denied = number(names, values, "data-permits-denied");
+        x->shadow_denied = attribute(names, values, "data-shadow-denied")
+                               ? number(names, values, "data-shadow-denied")
+                               : -1;
         g_ptr_array_add(p->panels, x);
         p->in = x;
         p->depth_in = p->depth;
@@ -119,8 +125,12 @@ static void start(GMarkupParseContext *context, const char *element, const char 
         p->in->sum[1] += number(names, values, "data-permits");
     } else if (strcmp(element, "rect") == 0 && g_strcmp0(class, "denied") == 0) {
         p->in->sum[0] += number(names, values, "data-permits");
+    } else if (strcmp(element, "rect") == 0 && g_strcmp0(class, "shadow") == 0) {
+        p->in->shadow_sum += number(names, values, "data-permits");
     } else if (strcmp(element, "line") == 0 && g_strcmp0(class, "limit") == 0) {
         p->in->limit_line++;
+    } else if (strcmp(element, "line") == 0 && g_strcmp0(class, "shadow-limit") == 0) {
+        p->in->shadow_line++;
     }
 }
 
@@ -151,7 +161,7 @@ static GPtrArray *read_svg(const char *svg)
 }
 
 /* Asserts that panel x says what the replay's line "summary NAME ..." in out says. */
-static void assert_summary(const panel *x, const char *out)
+static void assert_summary(const panel *x, const char *out, const char *svg)
 {
     g_autofree char *prefix = g_strdup_printf("summary %s calls=", x->limit);
     const char *line = strstr(out, prefix);
@@ -168,9 +178,22 @@ static void assert_summary(const panel *x, const char *out)
     ck_assert_int_eq(x->denied, denied);
     ck_assert_int_eq(x->permits_admitted, permits_admitted);
     ck_assert_int_eq(x->permits_denied, permits_denied);
-    /* and the drawn buckets add up to the same */
-    ck_assert_int_eq(x->sum[1], permits_admitted);
+    /* shadow_denied when the replay counts it (mode = shadow, shadow_bands) */
+    const char *end = strchr(line, '\n');
+    g_autofree char *whole = g_strndup(line, end ? (gsize)(end - line) : strlen(line));
+    const char *shadow = strstr(whole, " shadow_denied=");
+    if (shadow)
+        ck_assert_int_eq(x->shadow_denied, g_ascii_strtoll(shadow + 15, NULL, 10));
+    else
+        ck_assert_int_eq(x->shadow_denied, -1);
+    /* and the drawn buckets add up to the same (the shadow's part is admitted) */
+    ck_assert_int_eq(x->sum[1] + x->shadow_sum, permits_admitted);
     ck_assert_int_eq(x->sum[0], permits_denied);
+    /* and the legend says the summary */
+    g_autofree char *legend = g_strdup_printf(
+        ">calls %" G_GINT64_FORMAT ": admitted %" G_GINT64_FORMAT ", denied %" G_GINT64_FORMAT,
+        calls, admitted, denied);
+    ck_assert_msg(strstr(svg, legend), "no %s in the SVG", legend);
 }
 
 START_TEST(the_svg_has_the_replays_buckets_and_totals)
@@ -196,7 +219,7 @@ START_TEST(the_svg_has_the_replays_buckets_and_totals)
     ck_assert_int_eq(api->permits_admitted, 30);
     ck_assert_int_eq(api->permits_denied, 970);
     ck_assert_int_eq(api->limit_line, 1); /* 3 per 1 s: 0.15 per 50 ms */
-    assert_summary(api, out);
+    assert_summary(api, out, svg);
     ck_assert(strstr(svg, "fixed_window: 3 per 1s = 0.15 per 50ms"));
     ck_assert(strstr(svg, "<title>1s to 1s50ms: admitted 3 permits in 3 calls, "
                           "denied 2 in 2</title>"));
@@ -211,7 +234,7 @@ START_TEST(the_svg_has_the_replays_buckets_and_totals)
     ck_assert_int_eq(free_->calls, 100);
     ck_assert_int_eq(free_->permits_admitted, 200);
     ck_assert_int_eq(free_->limit_line, 0);
-    assert_summary(free_, out);
+    assert_summary(free_, out, svg);
     ck_assert(strstr(svg, "no rule: not limited"));
 
     /* --svg - writes the same picture to stdout, and no lines */
@@ -249,7 +272,7 @@ START_TEST(compare_draws_each_keyfile_on_the_same_trace)
         ck_assert_str_eq(x->limit, limits[i]);
         ck_assert_str_eq(x->keyfile, i % 2 == 0 ? keyfile : other);
         ck_assert_int_eq(x->buckets, 200);
-        assert_summary(x, i % 2 == 0 ? first_part : rest);
+        assert_summary(x, i % 2 == 0 ? first_part : rest, svg);
     }
     ck_assert_int_eq(((panel *)g_ptr_array_index(panels, 1))->permits_admitted, 60);
 
@@ -268,6 +291,93 @@ START_TEST(compare_draws_each_keyfile_on_the_same_trace)
 }
 END_TEST
 
+/* Bands: a line per band (dashed enforced, dotted shadow), and what the shadow band
+ * would have denied is counted as the replay counts it, and drawn within the admitted. */
+START_TEST(each_band_is_drawn_and_shadow_denials_are_counted)
+{
+    g_autofree char *keyfile = fixture_write_keyfile(
+        "[limit:api]\nalgorithm = fixed_window\nlimit = 3\nwindow = 1s\nbands = 20/10s\n"
+        "shadow_bands = 2/1s\n");
+    g_autofree char *trace = write_trace();
+    g_autofree char *svg_path = g_strdup_printf("%s.svg", trace);
+    g_autofree char *out =
+        run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", svg_path, trace, NULL});
+    g_autofree char *svg = NULL;
+    ck_assert(g_file_get_contents(svg_path, &svg, NULL, NULL));
+    g_autoptr(GPtrArray) panels = read_svg(svg);
+    panel *api = g_ptr_array_index(panels, 0);
+    ck_assert_str_eq(api->limit, "api");
+    /* 3 a second for 6 s and 2 in the seventh: the band's 20 in 10 s; the shadow band
+     * (2 a second) would have denied the third of each of the first 6 seconds */
+    ck_assert_int_eq(api->permits_admitted, 20);
+    ck_assert_int_eq(api->shadow_denied, 6);
+    ck_assert_int_eq(api->shadow_sum, 6);
+    assert_summary(api, out, svg);
+    ck_assert_int_eq(api->limit_line, 2);
+    ck_assert_int_eq(api->shadow_line, 1);
+    ck_assert(strstr(svg, "fixed_window: 3 per 1s = 0.15 per 50ms, 20 per 10s = 0.1 per 50ms, "
+                          "shadow 2 per 1s = 0.1 per 50ms"));
+    ck_assert(strstr(svg, "<title>0 to 50ms: admitted 3 permits in 3 calls, denied 2 in 2; "
+                          "a shadow would have denied 1 in 1</title>"));
+    /* free has no rule: no shadow_denied, no line */
+    panel *free_ = g_ptr_array_index(panels, 1);
+    ck_assert_int_eq(free_->shadow_denied, -1);
+    ck_assert_int_eq(free_->limit_line + free_->shadow_line, 0);
+    g_unlink(svg_path);
+    g_unlink(trace);
+}
+END_TEST
+
+/* A band whose line would flatten the bars is left above the plot, and the legend says so. */
+START_TEST(a_band_far_above_the_bars_is_said_not_drawn)
+{
+    g_autofree char *keyfile = fixture_write_keyfile(
+        "[limit:api]\nalgorithm = fixed_window\nlimit = 3\nwindow = 1s\nbands = 1000000/1s\n");
+    g_autofree char *trace = write_trace();
+    g_autofree char *svg_path = g_strdup_printf("%s.svg", trace);
+    g_free(
+        run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", svg_path, trace, NULL}));
+    g_autofree char *svg = NULL;
+    ck_assert(g_file_get_contents(svg_path, &svg, NULL, NULL));
+    g_autoptr(GPtrArray) panels = read_svg(svg);
+    ck_assert_int_eq(((panel *)g_ptr_array_index(panels, 0))->limit_line, 1);
+    ck_assert(strstr(svg, "1000000 per 1s = 50000 per 50ms (above the plot)"));
+    g_unlink(svg_path);
+    g_unlink(trace);
+}
+END_TEST
+
+/* The picture's size follows the buckets, not the lines: ten times the calls over the
+ * same hour draw as many buckets into about as many bytes, under 150 KB a panel. */
+START_TEST(the_picture_stays_small_whatever_the_trace)
+{
+    g_autofree char *keyfile = fixture_write_keyfile(rules);
+    gsize size[2];
+    gint64 drawn[2];
+    for (int t = 0; t < 2; t++) {
+        int every_ms = t == 0 ? 250 : 25; /* 14 400 and 144 000 calls in an hour, over 3/s */
+        g_autoptr(GString) text = g_string_new(NULL);
+        for (int ms = 0; ms < 3600000; ms += every_ms)
+            g_string_append_printf(text, "%d api\n", ms);
+        g_autofree char *trace = fixture_write_keyfile(text->str);
+        g_autofree char *svg =
+            run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", "-", trace, NULL});
+        g_autoptr(GPtrArray) panels = read_svg(svg);
+        ck_assert_int_eq(panels->len, 1);
+        panel *api = g_ptr_array_index(panels, 0);
+        ck_assert_int_eq(api->calls, 3600000 / every_ms);
+        ck_assert_int_le(api->buckets, 400);
+        size[t] = strlen(svg);
+        drawn[t] = api->drawn;
+        g_unlink(trace);
+    }
+    ck_assert_int_eq(drawn[0], drawn[1]);
+    ck_assert_int_ge(drawn[1], 300);
+    ck_assert_msg(size[1] < 150000 && size[1] < size[0] + size[0] / 10,
+                  "%zu bytes for 14 400 calls, %zu for 144 000", size[0], size[1]);
+}
+END_TEST
+
 /* The share of pixels of image within 24 of colour in each channel. */
 static double share_of(const png_image *image, const guint8 *rgb, guint32 colour)
 {
@@ -281,6 +391,35 @@ static double share_of(const png_image *image, const guint8 *rgb, guint32 colour
     return (double)near / (double)n;
 }
 
+/* The mean grey level, in grey of the same picture, of the pixels near colour in rgb;
+ * -1 when there are none. */
+static double grey_of(const png_image *image, const guint8 *rgb, const guint8 *grey, guint32 colour)
+{
+    gsize n = (gsize)image->width * image->height, near = 0;
+    double sum = 0;
+    for (gsize i = 0; i < n; i++) {
+        const guint8 *p = rgb + 3 * i;
+        if (ABS(p[0] - (int)(colour >> 16)) <= 8 && ABS(p[1] - (int)((colour >> 8) & 0xff)) <= 8 &&
+            ABS(p[2] - (int)(colour & 0xff)) <= 8) {
+            near++;
+            sum += grey[i];
+        }
+    }
+    return near ? sum / (double)near : -1;
+}
+
+/* The PNG at path, read as `format` (PNG_FORMAT_RGB, PNG_FORMAT_GRAY: libpng converts). */
+static guint8 *read_png(const char *path, png_uint_32 format, png_image *image)
+{
+    memset(image, 0, sizeof *image);
+    image->version = PNG_IMAGE_VERSION;
+    ck_assert_msg(png_image_begin_read_from_file(image, path), "%s", image->message);
+    image->format = format;
+    guint8 *pixels = g_malloc(PNG_IMAGE_SIZE(*image));
+    ck_assert_msg(png_image_finish_read(image, NULL, pixels, 0, NULL), "%s", image->message);
+    return pixels;
+}
+
 START_TEST(rsvg_convert_renders_it_to_a_picture_that_is_not_blank)
 {
     g_autofree char *keyfile = fixture_write_keyfile(rules);
@@ -291,11 +430,11 @@ START_TEST(rsvg_convert_renders_it_to_a_picture_that_is_not_blank)
         run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", svg_path, trace, NULL}));
     g_free(run((char *[]){"rsvg-convert", "-o", png_path, svg_path, NULL}));
 
-    png_image image = {.version = PNG_IMAGE_VERSION};
-    ck_assert_msg(png_image_begin_read_from_file(&image, png_path), "%s", image.message);
-    image.format = PNG_FORMAT_RGB;
-    g_autofree guint8 *rgb = g_malloc(PNG_IMAGE_SIZE(image));
-    ck_assert_msg(png_image_finish_read(&image, NULL, rgb, 0, NULL), "%s", image.message);
+    png_image image, grey_image;
+    g_autofree guint8 *rgb = read_png(png_path, PNG_FORMAT_RGB, &image);
+    g_autofree guint8 *grey = read_png(png_path, PNG_FORMAT_GRAY, &grey_image);
+    ck_assert_int_eq(grey_image.width, image.width);
+    ck_assert_int_eq(grey_image.height, image.height);
     ck_assert_int_eq(image.width, 1000);
     ck_assert_int_ge(image.height, 400);
     /* white ground; the denied hatching (light and dark orange) covers most of api's
@@ -306,7 +445,18 @@ START_TEST(rsvg_convert_renders_it_to_a_picture_that_is_not_blank)
     ck_assert_msg(white > 0.3 && white < 0.9, "white: %g", white);
     ck_assert_msg(admitted > 0.01, "admitted: %g", admitted);
     ck_assert_msg(denied > 0.05, "denied: %g", denied);
+    /* printed in greyscale, admitted (dark) and denied (light, with a mid-grey hatch)
+     * stay apart from each other and from the white ground */
+    double g_admitted = grey_of(&image, rgb, grey, 0x1f4e79);
+    double g_denied = grey_of(&image, rgb, grey, 0xfdb863);
+    double g_hatch = grey_of(&image, rgb, grey, 0xb35806);
+    ck_assert_msg(g_admitted >= 0 && g_denied >= 0 && g_hatch >= 0, "grey %g %g %g", g_admitted,
+                  g_denied, g_hatch);
+    ck_assert_msg(g_denied - g_admitted >= 80, "admitted grey %g, denied %g", g_admitted, g_denied);
+    ck_assert_msg(g_hatch - g_admitted >= 25, "admitted grey %g, hatch %g", g_admitted, g_hatch);
+    ck_assert_msg(255 - g_denied >= 30, "denied grey %g against white", g_denied);
     png_image_free(&image);
+    png_image_free(&grey_image);
     g_unlink(png_path);
     g_unlink(svg_path);
     g_unlink(trace);
@@ -319,6 +469,9 @@ int main(void)
     TCase *tc = tcase_create("replay_svg");
     tcase_add_test(tc, the_svg_has_the_replays_buckets_and_totals);
     tcase_add_test(tc, compare_draws_each_keyfile_on_the_same_trace);
+    tcase_add_test(tc, each_band_is_drawn_and_shadow_denials_are_counted);
+    tcase_add_test(tc, a_band_far_above_the_bars_is_said_not_drawn);
+    tcase_add_test(tc, the_picture_stays_small_whatever_the_trace);
     tcase_add_test(tc, rsvg_convert_renders_it_to_a_picture_that_is_not_blank);
     suite_add_tcase(s, tc);
     return fixture_run(s);

@@ -170,7 +170,8 @@ static gboolean decide(replay *r, call *c, GError **error)
         l->permits_denied = saturating_add(l->permits_denied, c->permits);
     }
     if (r->svg)
-        replay_svg_add(r->svg, l->name, c->t_ms + c->waited_ms, c->permits, c->d.allowed);
+        replay_svg_add(r->svg, l->name, c->t_ms + c->waited_ms, c->permits, c->d.allowed,
+                       c->shadow_denied);
     return TRUE;
 }
 
@@ -435,7 +436,10 @@ static int replay_with(const char *path, FILE *in, const char *trace, replay_svg
             rc = cli_fail(COMMAND, error);
         for (guint i = 0; svg && i < r.order->len; i++) {
             limit *l = g_ptr_array_index(r.order, i);
-            replay_svg_rule(svg, l->name, l->ruled ? &l->rule : NULL, g_hash_table_size(l->keys));
+            sluice_band_info bands[SLUICE_RULE_BANDS_MAX];
+            guint n = sluice_rule_bands(l->name, bands, SLUICE_RULE_BANDS_MAX);
+            replay_svg_rule(svg, l->name, l->ruled ? &l->rule : NULL, bands,
+                            MIN(n, SLUICE_RULE_BANDS_MAX), g_hash_table_size(l->keys));
         }
         g_clear_error(&error);
         if (!reset_all(&r, &error)) {

@@ -9,7 +9,12 @@
  * CAPACITY of them, and when the trace outgrows them the buckets are merged into
  * wider ones (the widths are round durations, each a multiple of the one before).
  * At the end all panels are brought to one width that draws at most MAX_DRAWN
- * buckets, so the picture's size does not grow with the trace. */
+ * buckets, so the picture's size does not grow with the trace.
+ *
+ * A bar stacks, from the bottom: the permits admitted, those admitted that a shadow
+ * (mode = shadow or a shadow band) would have refused, and those denied. Each band
+ * of the rule is a line at its average allowance: dashed when it is enforced,
+ * dotted when it is a shadow. */
 #include "replay_svg.h"
 
 #include <stdio.h>
@@ -23,21 +28,25 @@
 #define PLOT_LEFT    84
 #define PLOT_WIDTH   (WIDTH - PLOT_LEFT - 24)
 #define PLOT_HEIGHT  150
-#define PANEL_HEAD   70 /* title, summary and key above the plot */
+#define PANEL_HEAD   90 /* title, summary, key and rule above the plot */
 #define PANEL_FOOT   44 /* the time axis below it, and the gap to the next panel */
 #define PANEL_HEIGHT (PANEL_HEAD + PLOT_HEIGHT + PANEL_FOOT)
 #define TOP          40 /* the picture's title */
 
-/* Colours that stay apart in greyscale: dark admitted, light hatched denied. */
+/* Colours that stay apart in greyscale: dark admitted, light hatched denied, and
+ * white cross-hatched in the admitted colour for what a shadow would have denied. */
 #define ADMITTED_FILL "#1f4e79"
 #define DENIED_FILL   "#fdb863"
 #define DENIED_HATCH  "#b35806"
+#define SHADOW_FILL   "#ffffff"
 
 enum { DENIED = 0, ADMITTED = 1 };
 
 typedef struct {
     gint64 calls[2];
     gint64 permits[2];
+    gint64 shadow_calls; /* of the admitted: those a shadow would have denied */
+    gint64 shadow_permits;
 } bucket;
 
 /* One limit's decisions in one replay. */
@@ -49,6 +58,9 @@ typedef struct {
     bucket total;      /* the replay's summary */
     gboolean has_rule; /* replay_svg_rule was told of a rule */
     sluice_rule_info rule;
+    sluice_band_info bands[SLUICE_RULE_BANDS_MAX];
+    guint n_bands;
+    gboolean watched; /* mode = shadow or shadow bands: shadow_denied is counted */
     guint keys;
 } series;
 
@@ -91,6 +103,8 @@ static void bucket_add(bucket *to, const bucket *from)
         to->calls[i] = add_saturating(to->calls[i], from->calls[i]);
         to->permits[i] = add_saturating(to->permits[i], from->permits[i]);
     }
+    to->shadow_calls = add_saturating(to->shadow_calls, from->shadow_calls);
+    to->shadow_permits = add_saturating(to->shadow_permits, from->shadow_permits);
 }
 
 /* Merges the buckets of s into buckets `width` wide (a multiple of s->width_ms). */
@@ -165,7 +179,8 @@ static series *series_of(replay_svg *s, const char *name)
     return x;
 }
 
-void replay_svg_add(replay_svg *s, const char *name, gint64 t_ms, gint64 permits, gboolean allowed)
+void replay_svg_add(replay_svg *s, const char *name, gint64 t_ms, gint64 permits, gboolean allowed,
+                    gboolean shadow_denied)
 {
     series *x = series_of(s, name);
     if (!s->started) {
@@ -179,19 +194,35 @@ void replay_svg_add(replay_svg *s, const char *name, gint64 t_ms, gint64 permits
     gint64 i = at / x->width_ms;
     x->used = MAX(x->used, i + 1);
     int outcome = allowed ? ADMITTED : DENIED;
-    bucket one = {{0, 0}, {0, 0}};
+    bucket one = {{0, 0}, {0, 0}, 0, 0};
     one.calls[outcome] = 1;
     one.permits[outcome] = permits;
+    if (allowed && shadow_denied) {
+        one.shadow_calls = 1;
+        one.shadow_permits = permits;
+    }
     bucket_add(&x->buckets[i], &one);
     bucket_add(&x->total, &one);
 }
 
-void replay_svg_rule(replay_svg *s, const char *name, const sluice_rule_info *rule, guint keys)
+void replay_svg_rule(replay_svg *s, const char *name, const sluice_rule_info *rule,
+                     const sluice_band_info *bands, guint n_bands, guint keys)
 {
     series *x = series_of(s, name);
     x->has_rule = rule != NULL;
-    if (rule)
+    x->n_bands = 0;
+    x->watched = FALSE;
+    if (rule) {
         x->rule = *rule;
+        x->watched = rule->shadow;
+        for (guint i = 0; i < MIN(n_bands, SLUICE_RULE_BANDS_MAX); i++) {
+            x->bands[x->n_bands++] = bands[i];
+            x->watched |= bands[i].shadow;
+        }
+        if (x->n_bands == 0) /* the rule's own limit and window */
+            x->bands[x->n_bands++] =
+                (sluice_band_info){rule->limit, rule->burst, rule->window_ms, FALSE};
+    }
     x->keys = keys;
 }
 
@@ -268,17 +299,41 @@ typedef struct {
     double y;        /* the next panel's top */
 } canvas;
 
-/* The permits per bucket that the rule allows when the line applies, else -1. */
-static double allowance(const canvas *c, const series *x)
+/* Whether a line can say what the rule allows: a rate, and one key or per_key = false. */
+static gboolean lines_apply(const series *x)
 {
-    if (!x->has_rule || strcmp(x->rule.algorithm, "concurrency") == 0 || x->rule.window_ms <= 0 ||
-        (x->rule.per_key && x->keys > 1))
-        return -1;
-    return (double)x->rule.limit * (double)c->width_ms / (double)x->rule.window_ms;
+    return x->has_rule && strcmp(x->rule.algorithm, "concurrency") != 0 &&
+           !(x->rule.per_key && x->keys > 1);
 }
 
-/* The rule and the limit's line, in words. */
-static void append_rule(GString *out, const canvas *c, const series *x, double line)
+/* The permits per bucket that band b allows when its line applies, else -1. */
+static double allowance(const canvas *c, const series *x, guint b)
+{
+    if (!lines_apply(x) || b >= x->n_bands || x->bands[b].window_ms <= 0)
+        return -1;
+    return (double)x->bands[b].limit * (double)c->width_ms / (double)x->bands[b].window_ms;
+}
+
+/* Band b is a shadow: decided and counted, never refusing. */
+static gboolean band_shadow(const series *x, guint b)
+{
+    return x->rule.shadow || x->bands[b].shadow;
+}
+
+/* The lowest line of x, or -1 when none applies. */
+static double lowest_line(const canvas *c, const series *x)
+{
+    double low = -1;
+    for (guint b = 0; b < x->n_bands; b++) {
+        double line = allowance(c, x, b);
+        if (line >= 0 && (low < 0 || line < low))
+            low = line;
+    }
+    return low;
+}
+
+/* The rule and its bands' lines, in words; y_max: the plot's top. */
+static void append_rule(GString *out, const canvas *c, const series *x, double y_max)
 {
     if (!x->has_rule) {
         g_string_append(out, "no rule: not limited");
@@ -290,17 +345,25 @@ static void append_rule(GString *out, const canvas *c, const series *x, double l
                                "not drawn)",
                                x->rule.limit);
     } else {
-        g_string_append_printf(out, "%s: %" G_GINT64_FORMAT " per ", x->rule.algorithm,
-                               x->rule.limit);
-        append_duration(out, x->rule.window_ms);
-        if (line >= 0) {
-            g_string_append(out, " = ");
-            append_number(out, line);
-            g_string_append(out, " per ");
-            append_duration(out, c->width_ms);
-        } else {
-            g_string_append_printf(out, " for each of %u keys (not drawn)", x->keys);
+        g_string_append_printf(out, "%s:", x->rule.algorithm);
+        for (guint b = 0; b < x->n_bands; b++) {
+            double line = allowance(c, x, b);
+            g_string_append(out, b == 0 ? " " : ", ");
+            if (b > 0 && band_shadow(x, b) && !x->rule.shadow)
+                g_string_append(out, "shadow ");
+            g_string_append_printf(out, "%" G_GINT64_FORMAT " per ", x->bands[b].limit);
+            append_duration(out, x->bands[b].window_ms);
+            if (line >= 0) {
+                g_string_append(out, " = ");
+                append_number(out, line);
+                g_string_append(out, " per ");
+                append_duration(out, c->width_ms);
+                if (line > y_max)
+                    g_string_append(out, " (above the plot)");
+            }
         }
+        if (!lines_apply(x))
+            g_string_append_printf(out, " for each of %u keys (not drawn)", x->keys);
     }
     if (x->rule.shadow)
         g_string_append(out, "; shadow: never refuses");
@@ -311,7 +374,7 @@ static void draw_panel(canvas *c, const series *x, const char *keyfile, double y
     GString *o = c->out;
     double top = c->y + PANEL_HEAD, bottom = top + PLOT_HEIGHT;
     double bar = (double)PLOT_WIDTH / (double)c->buckets;
-    double line = allowance(c, x);
+    gboolean lines = lowest_line(c, x) >= 0;
     const bucket *t = &x->total;
     gint64 calls = t->calls[ADMITTED] + t->calls[DENIED];
 
@@ -324,9 +387,12 @@ static void draw_panel(canvas *c, const series *x, const char *keyfile, double y
         "\" data-buckets=\"%" G_GINT64_FORMAT "\" data-bucket-ms=\"%" G_GINT64_FORMAT
         "\" data-calls=\"%" G_GINT64_FORMAT "\" data-admitted=\"%" G_GINT64_FORMAT
         "\" data-denied=\"%" G_GINT64_FORMAT "\" data-permits-admitted=\"%" G_GINT64_FORMAT
-        "\" data-permits-denied=\"%" G_GINT64_FORMAT "\">\n",
+        "\" data-permits-denied=\"%" G_GINT64_FORMAT "\"",
         c->buckets, c->width_ms, calls, t->calls[ADMITTED], t->calls[DENIED], t->permits[ADMITTED],
         t->permits[DENIED]);
+    if (x->watched)
+        g_string_append_printf(o, " data-shadow-denied=\"%" G_GINT64_FORMAT "\"", t->shadow_calls);
+    g_string_append(o, ">\n");
 
     /* the legend: title, summary, key */
     g_string_append_printf(o, "<text x=\"%d\" y=\"", PLOT_LEFT);
@@ -346,35 +412,49 @@ static void draw_panel(canvas *c, const series *x, const char *keyfile, double y
         append_number(o, 100.0 * (double)t->calls[DENIED] / (double)calls);
         g_string_append(o, "% denied)");
     }
+    if (x->watched)
+        g_string_append_printf(o, ", shadow_denied %" G_GINT64_FORMAT, t->shadow_calls);
     g_string_append_printf(
         o, "; permits admitted %" G_GINT64_FORMAT ", denied %" G_GINT64_FORMAT "</text>\n",
         t->permits[ADMITTED], t->permits[DENIED]);
     double key_y = c->y + 58;
-    g_string_append_printf(o, "<rect x=\"%d\" y=\"", PLOT_LEFT);
-    append_number(o, key_y - 10);
-    g_string_append(o, "\" width=\"12\" height=\"12\" fill=\"" ADMITTED_FILL "\"/>");
-    g_string_append_printf(o, "<text x=\"%d\" y=\"", PLOT_LEFT + 16);
-    append_number(o, key_y);
-    g_string_append(o, "\">admitted</text>");
-    g_string_append_printf(o, "<rect x=\"%d\" y=\"", PLOT_LEFT + 90);
-    append_number(o, key_y - 10);
-    g_string_append(o, "\" width=\"12\" height=\"12\" fill=\"url(#denied)\" stroke=\"" DENIED_HATCH
-                       "\"/>");
-    g_string_append_printf(o, "<text x=\"%d\" y=\"", PLOT_LEFT + 106);
-    append_number(o, key_y);
-    g_string_append(o, "\">denied</text>");
-    if (line >= 0) {
-        g_string_append_printf(o, "<line x1=\"%d\" x2=\"%d\" y1=\"", PLOT_LEFT + 170,
-                               PLOT_LEFT + 200);
+    int key_x = PLOT_LEFT;
+    const struct {
+        gboolean shown;
+        const char *fill, *stroke, *label;
+        int width;
+    } swatches[] = {
+        {TRUE, ADMITTED_FILL, "none", "admitted", 90},
+        {x->watched, "url(#shadow)", ADMITTED_FILL, "shadow_denied", 128},
+        {TRUE, "url(#denied)", DENIED_HATCH, "denied", 80},
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(swatches); i++) {
+        if (!swatches[i].shown)
+            continue;
+        g_string_append_printf(o, "<rect x=\"%d\" y=\"", key_x);
+        append_number(o, key_y - 10);
+        g_string_append_printf(o, "\" width=\"12\" height=\"12\" fill=\"%s\" stroke=\"%s\"/>",
+                               swatches[i].fill, swatches[i].stroke);
+        g_string_append_printf(o, "<text x=\"%d\" y=\"", key_x + 16);
+        append_number(o, key_y);
+        g_string_append_printf(o, "\">%s</text>", swatches[i].label);
+        key_x += swatches[i].width;
+    }
+    key_x = PLOT_LEFT; /* the rule on a line of its own */
+    key_y += 20;
+    if (lines) {
+        g_string_append_printf(o, "<line x1=\"%d\" x2=\"%d\" y1=\"", key_x, key_x + 30);
         append_number(o, key_y - 4);
         g_string_append(o, "\" y2=\"");
         append_number(o, key_y - 4);
-        g_string_append(o, "\" class=\"limit key\"/>");
+        g_string_append(o, x->rule.shadow ? "\" class=\"shadow-limit key\"/>"
+                                          : "\" class=\"limit key\"/>");
+        key_x += 36;
     }
-    g_string_append_printf(o, "<text x=\"%d\" y=\"", PLOT_LEFT + (line >= 0 ? 206 : 170));
+    g_string_append_printf(o, "<text x=\"%d\" y=\"", key_x);
     append_number(o, key_y);
     g_string_append(o, "\">");
-    append_rule(o, c, x, line);
+    append_rule(o, c, x, y_max);
     g_string_append(o, "</text>\n");
 
     /* the axes: permits per bucket up, time from the trace's first call across */
@@ -423,7 +503,8 @@ static void draw_panel(canvas *c, const series *x, const char *keyfile, double y
         g_string_append(o, "</text>\n");
     }
 
-    /* the buckets: admitted at the bottom, denied stacked on them */
+    /* the buckets: admitted at the bottom, then what a shadow would have denied (also
+     * admitted), then denied */
     for (gint64 i = 0; i < c->buckets && i < x->used; i++) {
         const bucket *b = &x->buckets[i];
         if (b->calls[ADMITTED] + b->calls[DENIED] == 0)
@@ -432,21 +513,34 @@ static void draw_panel(canvas *c, const series *x, const char *keyfile, double y
         append_duration(o, i * c->width_ms);
         g_string_append(o, " to ");
         append_duration(o, (i + 1) * c->width_ms);
-        g_string_append_printf(
-            o,
-            ": admitted %" G_GINT64_FORMAT " permits in %" G_GINT64_FORMAT
-            " calls, denied %" G_GINT64_FORMAT " in %" G_GINT64_FORMAT "</title>",
-            b->permits[ADMITTED], b->calls[ADMITTED], b->permits[DENIED], b->calls[DENIED]);
+        g_string_append_printf(o,
+                               ": admitted %" G_GINT64_FORMAT " permits in %" G_GINT64_FORMAT
+                               " calls, denied %" G_GINT64_FORMAT " in %" G_GINT64_FORMAT,
+                               b->permits[ADMITTED], b->calls[ADMITTED], b->permits[DENIED],
+                               b->calls[DENIED]);
+        if (x->watched)
+            g_string_append_printf(
+                o, "; a shadow would have denied %" G_GINT64_FORMAT " in %" G_GINT64_FORMAT,
+                b->shadow_permits, b->shadow_calls);
+        g_string_append(o, "</title>");
+        const struct {
+            const char *class;
+            gint64 permits, calls;
+        } layers[] = {
+            {"admitted", b->permits[ADMITTED] - b->shadow_permits,
+             b->calls[ADMITTED] - b->shadow_calls},
+            {"shadow", b->shadow_permits, b->shadow_calls},
+            {"denied", b->permits[DENIED], b->calls[DENIED]},
+        };
         double base = bottom;
-        for (int outcome = ADMITTED; outcome >= DENIED; outcome--) {
-            if (b->calls[outcome] == 0)
+        for (guint l = 0; l < G_N_ELEMENTS(layers); l++) {
+            if (layers[l].calls == 0)
                 continue;
-            double h = (double)b->permits[outcome] / y_max * PLOT_HEIGHT;
+            double h = (double)layers[l].permits / y_max * PLOT_HEIGHT;
             g_string_append_printf(o,
                                    "<rect class=\"%s\" data-permits=\"%" G_GINT64_FORMAT
                                    "\" data-calls=\"%" G_GINT64_FORMAT "\" x=\"",
-                                   outcome == ADMITTED ? "admitted" : "denied", b->permits[outcome],
-                                   b->calls[outcome]);
+                                   layers[l].class, layers[l].permits, layers[l].calls);
             append_number(o, PLOT_LEFT + (double)i * bar);
             g_string_append(o, "\" y=\"");
             append_number(o, base - h);
@@ -463,7 +557,11 @@ static void draw_panel(canvas *c, const series *x, const char *keyfile, double y
     append_number(o, top);
     g_string_append_printf(o, "\" width=\"%d\" height=\"%d\" class=\"frame\"/>\n", PLOT_WIDTH,
                            PLOT_HEIGHT);
-    if (line >= 0) {
+    /* each band's line that fits the plot: dashed enforced, dotted shadow */
+    for (guint band = 0; band < x->n_bands; band++) {
+        double line = allowance(c, x, band);
+        if (line < 0 || line > y_max)
+            continue;
         double y = bottom - line / y_max * PLOT_HEIGHT;
         for (int halo = 1; halo >= 0; halo--) { /* white under black: seen on dark bars */
             g_string_append_printf(o, "<line x1=\"%d\" x2=\"%d\" y1=\"", PLOT_LEFT,
@@ -471,14 +569,17 @@ static void draw_panel(canvas *c, const series *x, const char *keyfile, double y
             append_number(o, y);
             g_string_append(o, "\" y2=\"");
             append_number(o, y);
-            g_string_append(o, halo ? "\" class=\"halo\"/>\n" : "\" class=\"limit\"/>\n");
+            g_string_append(o, halo                   ? "\" class=\"halo\"/>\n"
+                               : band_shadow(x, band) ? "\" class=\"shadow-limit\"/>\n"
+                                                      : "\" class=\"limit\"/>\n");
         }
     }
     g_string_append(o, "</g>\n");
     c->y += PANEL_HEIGHT;
 }
 
-/* The highest stacked bucket of name over every replay, or the limit's line if higher. */
+/* The highest stacked bucket of name over every replay, or its lowest band's line if
+ * higher (the lines of wider bands may be above the plot). */
 static double y_max_of(const replay_svg *s, const canvas *c, const char *name)
 {
     double y_max = 0;
@@ -491,7 +592,7 @@ static double y_max_of(const replay_svg *s, const canvas *c, const char *name)
             const bucket *b = &x->buckets[i];
             y_max = MAX(y_max, (double)b->permits[ADMITTED] + (double)b->permits[DENIED]);
         }
-        y_max = MAX(y_max, allowance(c, x));
+        y_max = MAX(y_max, lowest_line(c, x));
     }
     if (y_max <= 0)
         return 1;
@@ -510,12 +611,17 @@ static const char style[] =
     ".axis { stroke: #444; stroke-width: 1; }\n"
     ".frame { fill: none; stroke: #444; stroke-width: 1; }\n"
     ".limit { stroke: #000; stroke-width: 2; stroke-dasharray: 8 4; }\n"
+    ".shadow-limit { stroke: #000; stroke-width: 2; stroke-dasharray: 2 3; }\n"
+    ".shadow { fill: url(#shadow); stroke: " ADMITTED_FILL "; stroke-width: 0.5; }\n"
     ".halo { stroke: #fff; stroke-width: 5; }\n"
     "</style>\n"
     "<defs><pattern id=\"denied\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
     "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"" DENIED_FILL "\"/>"
     "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"" DENIED_HATCH
-    "\" stroke-width=\"2\"/></pattern></defs>\n";
+    "\" stroke-width=\"2\"/></pattern>"
+    "<pattern id=\"shadow\" width=\"4\" height=\"4\" patternUnits=\"userSpaceOnUse\">"
+    "<rect width=\"4\" height=\"4\" fill=\"" SHADOW_FILL "\"/><path d=\"M0 0L4 4M4 0L0 4\" "
+    "stroke=\"" ADMITTED_FILL "\" stroke-width=\"1\"/></pattern></defs>\n";
 
 gboolean replay_svg_write(replay_svg *s, const char *path, GError **error)
 {
