@@ -196,15 +196,28 @@ static void assert_summary(const panel *x, const char *out, const char *svg)
     ck_assert_msg(strstr(svg, legend), "no %s in the SVG", legend);
 }
 
+/* The SVG of `sluice replay -c keyfile --svg FILE trace`, and the replay's lines in *out. */
+static char *draw(const char *keyfile, const char *trace, char **out)
+{
+    g_autofree char *svg_path = g_strdup_printf("%s.svg", trace);
+    char *lines = run((char *[]){SLUICE_CLI_PATH, "replay", "-c", (char *)keyfile, "--svg",
+                                 svg_path, (char *)trace, NULL});
+    if (out)
+        *out = lines;
+    else
+        g_free(lines);
+    char *svg = NULL;
+    ck_assert(g_file_get_contents(svg_path, &svg, NULL, NULL));
+    g_unlink(svg_path);
+    return svg;
+}
+
 START_TEST(the_svg_has_the_replays_buckets_and_totals)
 {
     g_autofree char *keyfile = fixture_write_keyfile(rules);
     g_autofree char *trace = write_trace();
-    g_autofree char *svg_path = g_strdup_printf("%s.svg", trace);
-    g_autofree char *out =
-        run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", svg_path, trace, NULL});
-    g_autofree char *svg = NULL;
-    ck_assert(g_file_get_contents(svg_path, &svg, NULL, NULL));
+    g_autofree char *out = NULL;
+    g_autofree char *svg = draw(keyfile, trace, &out);
     g_autoptr(GPtrArray) panels = read_svg(svg);
     ck_assert_int_eq(panels->len, 2);
 
@@ -241,7 +254,6 @@ START_TEST(the_svg_has_the_replays_buckets_and_totals)
     g_autofree char *to_stdout =
         run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", "-", trace, NULL});
     ck_assert_str_eq(to_stdout, svg);
-    g_unlink(svg_path);
     g_unlink(trace);
 }
 END_TEST
@@ -299,11 +311,8 @@ START_TEST(each_band_is_drawn_and_shadow_denials_are_counted)
         "[limit:api]\nalgorithm = fixed_window\nlimit = 3\nwindow = 1s\nbands = 20/10s\n"
         "shadow_bands = 2/1s\n");
     g_autofree char *trace = write_trace();
-    g_autofree char *svg_path = g_strdup_printf("%s.svg", trace);
-    g_autofree char *out =
-        run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", svg_path, trace, NULL});
-    g_autofree char *svg = NULL;
-    ck_assert(g_file_get_contents(svg_path, &svg, NULL, NULL));
+    g_autofree char *out = NULL;
+    g_autofree char *svg = draw(keyfile, trace, &out);
     g_autoptr(GPtrArray) panels = read_svg(svg);
     panel *api = g_ptr_array_index(panels, 0);
     ck_assert_str_eq(api->limit, "api");
@@ -323,7 +332,6 @@ START_TEST(each_band_is_drawn_and_shadow_denials_are_counted)
     panel *free_ = g_ptr_array_index(panels, 1);
     ck_assert_int_eq(free_->shadow_denied, -1);
     ck_assert_int_eq(free_->limit_line + free_->shadow_line, 0);
-    g_unlink(svg_path);
     g_unlink(trace);
 }
 END_TEST
@@ -334,15 +342,10 @@ START_TEST(a_band_far_above_the_bars_is_said_not_drawn)
     g_autofree char *keyfile = fixture_write_keyfile(
         "[limit:api]\nalgorithm = fixed_window\nlimit = 3\nwindow = 1s\nbands = 1000000/1s\n");
     g_autofree char *trace = write_trace();
-    g_autofree char *svg_path = g_strdup_printf("%s.svg", trace);
-    g_free(
-        run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", svg_path, trace, NULL}));
-    g_autofree char *svg = NULL;
-    ck_assert(g_file_get_contents(svg_path, &svg, NULL, NULL));
+    g_autofree char *svg = draw(keyfile, trace, NULL);
     g_autoptr(GPtrArray) panels = read_svg(svg);
     ck_assert_int_eq(((panel *)g_ptr_array_index(panels, 0))->limit_line, 1);
     ck_assert(strstr(svg, "1000000 per 1s = 50000 per 50ms (above the plot)"));
-    g_unlink(svg_path);
     g_unlink(trace);
 }
 END_TEST
