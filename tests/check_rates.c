@@ -580,7 +580,8 @@ START_TEST(the_scripts_match_exact_fractions_over_millions_of_steps)
 {
     if (!fixture_on_redis() || fixture_on_sentinel())
         return; /* the scripts alone, on the suite's one server */
-    g_autofree char *scripts[2] = {lua_harness("token_bucket"), lua_harness("gcra")};
+    g_autofree char *token_bucket = lua_harness("token_bucket");
+    g_autofree char *gcra = lua_harness("gcra");
     redisContext *c = test_redis_connect(fixture_redis(), NULL);
     GRand *rand = g_rand_new_with_seed(20261124);
     gint64 steps = 0;
@@ -599,7 +600,7 @@ START_TEST(the_scripts_match_exact_fractions_over_millions_of_steps)
             sluice__verdict want[LUA_BATCH];
             int n = 0;
             argv[n++] = "EVAL";
-            argv[n++] = scripts[r.algorithm == SLUICE__GCRA];
+            argv[n++] = r.algorithm == SLUICE__GCRA ? gcra : token_bucket;
             argv[n++] = "1";
             argv[n++] = key;
             const gint64 head[9] = {0, r.l, r.w, r.b, 0, 0, 0, 1, 0};
