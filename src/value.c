@@ -69,6 +69,32 @@ char *sluice__format_duration(gint64 us)
     return g_strdup_printf("%" G_GINT64_FORMAT "us", us);
 }
 
+/* Why whole.FRACTION_AND_UNIT is refused: said in a smaller whole unit when it is
+ * a whole number of milliseconds (1.5s: 1500ms), else what is expected. */
+static char *fraction(gint64 whole, gboolean overflow, const char *fraction_and_unit, gint64 max_us)
+{
+    gint64 digits = 0, scale = 1;
+    const char *p = fraction_and_unit;
+    for (; g_ascii_isdigit(*p) && scale < 1000000; p++) { /* µs are the finest */
+        digits = digits * 10 + (*p - '0');
+        scale *= 10;
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(units); i++) {
+        gint64 u = units[i].us;
+        if (strcmp(p, units[i].suffix) != 0 || overflow || whole >= max_us / u)
+            continue;
+        gint64 us = whole * u + digits * u / scale; /* digits * u < 10^6 * 8.64 10^10 */
+        if (us == 0)
+            return g_strdup("must be greater than 0");
+        if (digits * u % scale == 0 && us % 1000 == 0) {
+            g_autofree char *as = sluice__format_duration(us);
+            return g_strdup_printf("not a whole number; write it as %s", as);
+        }
+    }
+    return g_strdup("not a whole number of milliseconds; expected a whole number of ms, s, m, "
+                    "h or d, e.g. 1500ms");
+}
+
 gboolean sluice__parse_duration(const char *text, gint64 min_us, gint64 max_us, gint64 *out_us,
                                 char **why)
 {
@@ -114,6 +140,10 @@ gboolean sluice__parse_duration(const char *text, gint64 min_us, gint64 max_us, 
         }
         *out_us = v;
         return TRUE;
+    }
+    if (*unit == '.' && g_ascii_isdigit(unit[1])) {
+        *why = fraction(v, overflow, unit + 1, max_us);
+        return FALSE;
     }
     g_autofree char *shown = g_utf8_make_valid(unit, strnlen(unit, 20)); /* 10 MB of units */
     *why = g_strdup_printf("unknown unit \"%s%s\"; expected ms, s, m, h or d", shown,

@@ -299,6 +299,9 @@ START_TEST(bands_are_refused_with_what_would_be_right)
          "[limit:a] shadow_bands = 100001/1h: limit 100001: too large for sliding_log, which "
          "keeps one entry per permit (on Redis, a call for all of them writes as many); at most "
          "100000; sliding_window or token_bucket keep O(1) state"},
+        {"[limit:a]\nalgorithm = gcra\nlimit = 5\nwindow = 1s\nbands = 5/0.5s\n",
+         "[limit:a] bands = 5/0.5s: \"5/0.5s\": window 0.5s: not a whole number; write it as "
+         "500ms"},
         {"[limit:a]\nalgorithm = gcra\nlimit = 5\nwindow = 1s\nbands = 1/1d/36501\n",
          "[limit:a] bands = 1/1d/36501: burst 36501: too large: refilling it would take more "
          "than 36500d; at most 36500"},
