@@ -182,6 +182,37 @@ START_TEST(a_cached_denial_counts_its_bands)
 }
 END_TEST
 
+typedef struct {
+    gboolean done;
+    int rc;
+    sluice_decision d;
+} async_call;
+
+static void on_async(GObject *source, GAsyncResult *result, gpointer p)
+{
+    async_call *call = p;
+    (void)source;
+    call->rc = sluice_acquire_finish(result, &call->d, NULL);
+    call->done = TRUE;
+}
+
+/* sluice_acquire_async decides bands as sluice_acquire does, and counts them. */
+START_TEST(an_asynchronous_call_decides_the_bands_as_sluice_acquire_does)
+{
+    async_call call = {0};
+    fixture_clock_start(S);
+    fixture_init(bands);
+    ck_at(S, "fw", 2, TRUE, 2, 0, -1, 10000);
+    sluice_acquire_async("fw", "k", 1, NULL, on_async, &call);
+    while (!call.done)
+        g_main_context_iteration(NULL, TRUE);
+    ck_assert_int_eq(call.rc, SLUICE_DENIED);
+    ck_assert_decision(call.d, FALSE, 2, 0, 1000, 10000);
+    ck_refused("fw", 2, (const guint64[]){0, 1});
+    sluice_shutdown();
+}
+END_TEST
+
 /* A band at a rate that does not divide its window is exact, as the rule's own:
  * gcra 3000/s (T = 333 1/3 µs, burst 1) beside 7/s (T = 142 857 1/7 µs, burst 7). */
 START_TEST(bands_at_any_rate_are_exact)
@@ -330,6 +361,7 @@ int main(void)
     tcase_add_test(tc, a_shadow_band_is_counted_and_never_refuses);
     tcase_add_test(tc, a_reload_that_changes_bands_keeps_the_state_of_the_bands_that_stay);
     tcase_add_test(tc, a_cached_denial_counts_its_bands);
+    tcase_add_test(tc, an_asynchronous_call_decides_the_bands_as_sluice_acquire_does);
     tcase_add_test(tc, bands_at_any_rate_are_exact);
     tcase_add_test(tc, a_waiting_caller_with_bands_asks_again_when_every_band_admits);
     tcase_add_test(tc, the_headers_of_a_decision_with_bands_say_the_tightest_band);
