@@ -139,14 +139,22 @@ static guint64 op_acquire(guint64 first, guint n)
     return acquire_n("bench.allowed", n);
 }
 
-static guint64 op_allowed_fn(guint64 first, guint n)
-{
-    guint64 admitted = 0;
-    for (guint i = 0; i < n; i++)
-        admitted += (guint64)bench_allowed_fn((int)i);
-    (void)first;
-    return admitted;
-}
+/* An operation that makes n direct calls of fn(int) (not through a pointer, as a
+ * program calls it) and counts those that returned 1. */
+#define CALLS_OF(op, fn)                                                                           \
+    static guint64 op(guint64 first, guint n)                                                      \
+    {                                                                                              \
+        guint64 admitted = 0;                                                                      \
+        (void)first;                                                                               \
+        for (guint i = 0; i < n; i++)                                                              \
+            admitted += (guint64)fn((int)i);                                                       \
+        return admitted;                                                                           \
+    }
+
+CALLS_OF(op_allowed_fn, bench_allowed_fn)
+CALLS_OF(op_plain, bench_plain)
+CALLS_OF(op_norule_fn, bench_norule_fn)
+CALLS_OF(op_norule_guard, bench_norule_guard)
 
 static guint64 op_keyed_guard(guint64 first, guint n)
 {
@@ -157,33 +165,6 @@ static guint64 op_keyed_guard(guint64 first, guint n)
         if (++k == KEYS)
             k = 0;
     }
-    return admitted;
-}
-
-static guint64 op_plain(guint64 first, guint n)
-{
-    guint64 admitted = 0;
-    (void)first;
-    for (guint i = 0; i < n; i++)
-        admitted += (guint64)bench_plain((int)i);
-    return admitted;
-}
-
-static guint64 op_norule_fn(guint64 first, guint n)
-{
-    guint64 admitted = 0;
-    (void)first;
-    for (guint i = 0; i < n; i++)
-        admitted += (guint64)bench_norule_fn((int)i);
-    return admitted;
-}
-
-static guint64 op_norule_guard(guint64 first, guint n)
-{
-    guint64 admitted = 0;
-    (void)first;
-    for (guint i = 0; i < n; i++)
-        admitted += (guint64)bench_norule_guard((int)i);
     return admitted;
 }
 
