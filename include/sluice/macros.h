@@ -121,8 +121,15 @@ enum { SLUICE__DEGRADE = 0, SLUICE__RUN = 1, SLUICE__FAILED = -1 };
  * turns a failure into RUN or DEGRADE; otherwise FAILED sets *error and *verdict. */
 SLUICE_API int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *lease,
                              sluice_decision *verdict, GError **error);
-/** Gives back what the lease holds (concurrency permits); cleanup of SLUICE__LEASE. */
+/** Gives back what the lease holds (concurrency permits). */
 SLUICE_API void sluice__leave(sluice_lease *lease);
+/** The cleanup of SLUICE__LEASE: sluice__leave when the lease holds permits (a
+ * concurrency limit), so that other calls make no call on their way out. */
+static inline void sluice__leave_held(sluice_lease *lease)
+{
+    if (G_UNLIKELY(lease->priv_permits != 0))
+        sluice__leave(lease);
+}
 /** Links a descriptor into the registry (a constructor, before main; no allocation). */
 SLUICE_API void sluice__register(sluice_descriptor *descriptor);
 
@@ -138,7 +145,7 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
 #endif
 /* clang-format on */
 #define SLUICE__LEASE(var)                                                                         \
-    __attribute__((cleanup(sluice__leave))) sluice_lease var = {NULL, NULL, 0}
+    __attribute__((cleanup(sluice__leave_held))) sluice_lease var = {NULL, NULL, 0}
 #define SLUICE__CAT(a, b)           SLUICE__CAT_I(a, b)
 #define SLUICE__CAT_I(a, b)         a##b
 #define SLUICE__STRIP(...)          __VA_ARGS__
