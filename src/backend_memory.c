@@ -25,6 +25,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "clock.h"
 #include "hand.h"
@@ -94,9 +97,27 @@ static void keyless_clear(sluice__memory_store *store)
         sluice__state_clear(&store->keyless[i]);
 }
 
+#if defined(__x86_64__)
+static gboolean have_prefetchw; /* set once, before any store is made */
+
+static void detect_prefetchw(void)
+{
+    unsigned a, b, c, d;
+    /* CPUID 0x80000001, ECX bit 8: PREFETCHW */
+    have_prefetchw = __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8));
+}
+#endif
+
 sluice__memory_store *sluice__memory_store_new(void)
 {
     static gint made; /* atomic */
+#if defined(__x86_64__)
+    static gsize detected;
+    if (g_once_init_enter(&detected)) {
+        detect_prefetchw();
+        g_once_init_leave(&detected, 1);
+    }
+#endif
     sluice__memory_store *store = g_aligned_alloc0(1, sizeof(sluice__memory_store), LINE);
     /* a store made where a freed one was must not take a thread's hand for its own */
     store->hot.generation = (guint64)(guint)g_atomic_int_add(&made, 1) << 32;
@@ -208,6 +229,21 @@ static void back_off(guint *spins)
     }
 }
 
+/* Asks for the cache line at p as a write would (exclusive), so that a decision
+ * that reads the shared state and then commits it with a CAS fetches the line
+ * once, instead of shared for the read and again for the CAS. */
+static inline void prefetch_for_write(const void *p)
+{
+#if defined(__x86_64__)
+    if (G_LIKELY(have_prefetchw))
+        __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#elif defined(__aarch64__)
+    __asm__ volatile("prfm pstl1keep, %0" : : "Q"(*(const char *)p));
+#else
+    (void)p;
+#endif
+}
+
 /* Acquire and release on the state's words stand for the fences of a seqlock
  * (which ThreadSanitizer does not model): a word read is read before the version
  * is checked again, and a word written is written after the version went odd. */
@@ -294,6 +330,7 @@ decide_hot_n(hot_state *hot, const sluice__rule *rule, guint n, gint64 permits, 
     hot_band seen[1 + SLUICE__MAX_BANDS];
     gint64 now = sluice__clock_now();
     for (;;) {
+        prefetch_for_write(&hot->version);
         guint64 v = __atomic_load_n(&hot->version, __ATOMIC_ACQUIRE);
         if (v & 1) {
             back_off(&spins);
