@@ -18,7 +18,6 @@
  * does not rest on it. A reader that finds the line being drawn waits for it. */
 #include "counter_clock.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -228,7 +227,9 @@ gint64 sluice__monotonic_ns(void)
     return forward(system_ns());
 }
 
-static guint64 held_for_fork;
+#if HAVE_COUNTER
+static guint64 held_for_fork; /* the version the line had when fork() held it */
+#endif
 
 void sluice__monotonic_fork_lock(void)
 {
