@@ -135,8 +135,7 @@ static const keyfile_case cases[] = {
             "[limit:a] window = 1.5s: not a whole number; write it as 1500ms"),
     REFUSED("fractional_hours_are_said_in_minutes", "[limit:a]\nlimit = 5\nwindow = 0.25h\n",
             "[limit:a] window = 0.25h: not a whole number; write it as 15m"),
-    REFUSED("a_fraction_of_a_millisecond_is_refused",
-            "[limit:a]\nlimit = 5\nwindow = 1.0005s\n",
+    REFUSED("a_fraction_of_a_millisecond_is_refused", "[limit:a]\nlimit = 5\nwindow = 1.0005s\n",
             "[limit:a] window = 1.0005s: not a whole number of milliseconds; expected a whole "
             "number of ms, s, m, h or d, e.g. 1500ms"),
     REFUSED("duration_that_is_not_a_number_is_refused", "[limit:a]\nlimit = 5\nwindow = soon\n",
