@@ -233,8 +233,11 @@ static guint64 held_for_fork; /* the version the line had when fork() held it */
 
 void sluice__monotonic_fork_lock(void)
 {
+    /* the source chosen before fork(): a child forked while another thread chose
+     * would wait for that thread, which it does not have, to finish choosing */
+    source s = choose();
 #if HAVE_COUNTER
-    if (g_atomic_int_get(&chosen) != SOURCE_COUNTER)
+    if (s != SOURCE_COUNTER)
         return;
     for (;;) { /* a reader draws a line in a few stores */
         guint64 v = __atomic_load_n(&current.version, __ATOMIC_RELAXED);
@@ -245,6 +248,8 @@ void sluice__monotonic_fork_lock(void)
         }
         _mm_pause();
     }
+#else
+    (void)s;
 #endif
 }
 

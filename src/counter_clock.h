@@ -12,8 +12,8 @@ gint64 sluice__monotonic_ns(void);
 /* What sluice__monotonic_ns reads: "tsc" (the counter) or "system" (clock_gettime). */
 const char *sluice__monotonic_source(void);
 
-/* fork(): holds the line (no reader draws it) until _fork_unlock, so that the child
- * finds it whole. */
+/* fork(): chooses the source if no call has yet, then holds the line (no reader
+ * draws it) until _fork_unlock, so that the child finds both whole. */
 void sluice__monotonic_fork_lock(void);
 void sluice__monotonic_fork_unlock(void);
 
