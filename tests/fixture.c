@@ -497,8 +497,8 @@ void fixture_waiter_woken_by(void (*wake)(void))
     fixture_init("[limit:slots]\nalgorithm = concurrency\nlimit = 1\nwindow = 1m\n");
     ck_assert_int_eq(sluice_acquire("slots", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
     waker w = {wake};
+    gint64 start = g_get_monotonic_time(); /* before the waker's 100 ms begin */
     GThread *t = g_thread_new("wake", wake_later, &w);
-    gint64 start = g_get_monotonic_time();
     ck_assert_int_eq(sluice_acquire_wait("slots", NULL, 1, 5000, NULL, NULL), SLUICE_ALLOWED);
     gint64 waited = g_get_monotonic_time() - start;
     g_thread_join(t);
