@@ -9,9 +9,10 @@
 #define TIMEOUT_MS 50
 /* What a call may take past its timeout: 10 ms. Sanitizers make the library's
  * code (and the time a thread waits on a lock whose holder waits for a CPU,
- * which schedstat does not count) several times longer. */
+ * which schedstat does not count) several times longer. Under ThreadSanitizer the
+ * bound, 300 ms, stays below the 400 ms outages: a call that waited one out fails. */
 #if defined(__SANITIZE_THREAD__)
-#define SLACK_MS 150
+#define SLACK_MS 250
 #elif defined(__SANITIZE_ADDRESS__)
 #define SLACK_MS 40
 #else
