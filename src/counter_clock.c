@@ -15,7 +15,12 @@
  * clock_gettime, and never goes back. The counter is read without a fence (a fence
  * costs as much as the read), so two threads' readings may be out of the order
  * of the reads by a few ns: what keeps decisions in order (src/backend_memory.c)
- * does not rest on it. A reader that finds the line being drawn waits for it. */
+ * does not rest on it. A reader that finds the line being drawn waits for it. When
+ * at an anchor the line is more than MAX_ERROR_NS off clock_gettime (the counter
+ * jumped, or the kernel stopped trusting it and left it), the counter is not
+ * keeping CLOCK_MONOTONIC's time: from then on the clock is clock_gettime. A
+ * reading past the next anchor, or before the current one, checks the line, so a
+ * jump either way is seen at the first reading after it. */
 #include "counter_clock.h"
 
 #include <string.h>
@@ -33,6 +38,8 @@
 #define SLEW_PER     1000                              /* slewing moves the slope at most 1/1000 */
 #define CALIBRATE_NS (200 * G_GINT64_CONSTANT(1000))   /* the first rate's least span */
 #define MAX_SPINS    1000 /* waiting for a line being drawn: then clock_gettime */
+#define MAX_ERROR_NS G_GINT64_CONSTANT(1000000) /* at an anchor: then clock_gettime      */
+#define MAX_WIDTH_NS (50 * G_GINT64_CONSTANT(1000)) /* a pair this narrow can tell */
 
 typedef enum {
     SOURCE_UNDECIDED,
@@ -49,10 +56,11 @@ typedef struct {
     guint64 next; /* the counter reading of the next anchor */
 } __attribute__((aligned(64))) line;
 
-/* A counter reading and clock_gettime's time at it. */
+/* A counter reading and clock_gettime's time at it, read within `width` ticks. */
 typedef struct {
     guint64 tsc;
     gint64 ns;
+    guint64 width;
 } pair;
 
 static line current;
@@ -60,6 +68,7 @@ static gint chosen;        /* atomic: a source */
 static pair first;         /* the first pair: the rate is measured from it   */
 static guint64 span_ticks; /* between anchors: doubles up to MAX_SPAN_NS     */
 static guint64 max_span_ticks;
+static guint64 max_width_ticks; /* MAX_WIDTH_NS */
 
 static __thread __attribute__((tls_model("initial-exec"))) gint64 last_ns;
 
@@ -81,9 +90,11 @@ static inline gint64 forward(gint64 ns)
 
 #if HAVE_COUNTER
 
+static guint64 jumped; /* atomic: ticks added to every reading (sluice__monotonic_jump) */
+
 static inline guint64 ticks(void)
 {
-    return __rdtsc();
+    return __rdtsc() + __atomic_load_n(&jumped, __ATOMIC_RELAXED);
 }
 
 /* a ticks at mult nanoseconds per tick (times 2^32); a may be negative */
@@ -96,19 +107,16 @@ static inline gint64 scale(gint64 a, guint64 mult)
  * counter taken halfway. */
 static pair measure(void)
 {
-    pair best = {0, 0};
-    guint64 narrowest = G_MAXUINT64;
+    pair best = {0, 0, G_MAXUINT64};
     for (int i = 0; i < 3; i++) {
         _mm_lfence();
-        guint64 before = __rdtsc();
+        guint64 before = ticks();
         _mm_lfence();
         gint64 ns = system_ns();
         _mm_lfence();
-        guint64 after = __rdtsc();
-        if (after - before < narrowest) {
-            narrowest = after - before;
-            best = (pair){before + (after - before) / 2, ns};
-        }
+        guint64 after = ticks();
+        if (after - before < best.width)
+            best = (pair){before + (after - before) / 2, ns, after - before};
     }
     return best;
 }
@@ -149,19 +157,61 @@ static gboolean calibrate(void)
     if (mult < (G_GUINT64_CONSTANT(1) << 32) / 100 || mult > (G_GUINT64_CONSTANT(10) << 32))
         return FALSE;
     max_span_ticks = (guint64)(((unsigned __int128)MAX_SPAN_NS << 32) / mult);
+    max_width_ticks = (guint64)(((unsigned __int128)MAX_WIDTH_NS << 32) / mult);
     span_ticks = 4 * (p.tsc - first.tsc);
     current = (line){0, p.tsc, p.ns, mult, p.tsc + span_ticks};
     return TRUE;
 }
 
+/* With the version held: TRUE, and the counter left for clock_gettime, when the
+ * line is off p (narrow enough to tell) by more than MAX_ERROR_NS; *error: by how
+ * much (clock_gettime less the line). */
+static gboolean off_the_line(const pair *p, gint64 *error)
+{
+    *error = p->ns - (current.ns + scale((gint64)(p->tsc - current.tsc), current.mult));
+    if (p->width > max_width_ticks || (*error <= MAX_ERROR_NS && *error >= -MAX_ERROR_NS))
+        return FALSE;
+    g_atomic_int_set(&chosen, SOURCE_SYSTEM);
+    return TRUE;
+}
+
+/* The version held from `seen`: lets it go with the line as it was, and says why
+ * the counter was left when it was. */
+static void let_go(guint64 seen, gboolean left, gint64 error)
+{
+    __atomic_store_n(&current.version, seen, __ATOMIC_RELEASE);
+    if (left)
+        g_warning("the CPU's time-stamp counter is %" G_GINT64_FORMAT " ms %s "
+                  "CLOCK_MONOTONIC: decisions read clock_gettime from now on",
+                  ABS(error) / 1000000, error < 0 ? "ahead of" : "behind");
+}
+
+/* A reading before the line's anchor (`seen`): the counter went back. Checks the
+ * line against clock_gettime, unless another reader holds it. */
+static void went_back(guint64 seen)
+{
+    pair p = measure();
+    if (!__atomic_compare_exchange_n(&current.version, &seen, seen + 1, FALSE, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        return;
+    gint64 error;
+    gboolean left = off_the_line(&p, &error);
+    let_go(seen, left, error);
+}
+
 /* Draws the next line through a pair measured at or after `seen`'s next anchor,
- * unless another reader drew it first. */
+ * unless another reader drew it first, or the line is off (off_the_line). */
 static void reanchor(guint64 seen)
 {
     pair p = measure(); /* before the version is held: readers wait a few stores at most */
     if (!__atomic_compare_exchange_n(&current.version, &seen, seen + 1, FALSE, __ATOMIC_ACQUIRE,
                                      __ATOMIC_RELAXED))
         return;
+    gint64 error;
+    if (off_the_line(&p, &error)) {
+        let_go(seen, TRUE, error);
+        return;
+    }
     /* readers used the line only before its next anchor: it gave at most `given` */
     gint64 given = current.ns + scale((gint64)(current.next - current.tsc), current.mult);
     gint64 here = MAX(p.ns, given);
@@ -219,7 +269,12 @@ gint64 sluice__monotonic_ns(void)
         }
         if (G_UNLIKELY(now >= next)) {
             reanchor(v);
+            s = (source)g_atomic_int_get(&chosen);
             continue;
+        }
+        if (G_UNLIKELY(now + max_width_ticks < tsc0)) {
+            went_back(v);
+            break; /* this reading: clock_gettime's */
         }
         return forward(ns0 + scale((gint64)(now - tsc0), mult));
     }
@@ -258,6 +313,19 @@ void sluice__monotonic_fork_unlock(void)
 #if HAVE_COUNTER
     if (g_atomic_int_get(&chosen) == SOURCE_COUNTER)
         __atomic_store_n(&current.version, held_for_fork, __ATOMIC_RELEASE);
+#endif
+}
+
+void sluice__monotonic_jump(gint64 ns)
+{
+#if HAVE_COUNTER
+    if (choose() == SOURCE_COUNTER)
+        __atomic_fetch_add(&jumped,
+                           (guint64)(((__int128)ns << 32) /
+                                     (__int128)__atomic_load_n(&current.mult, __ATOMIC_RELAXED)),
+                           __ATOMIC_RELAXED);
+#else
+    (void)ns;
 #endif
 }
 

@@ -1,7 +1,8 @@
 /* The clock decisions read (src/counter_clock.c, compiled in): on the time-stamp
  * counter where the kernel keeps CLOCK_MONOTONIC on it, and always within a few
  * microseconds of clock_gettime, never back on a thread, across its re-anchoring,
- * with threads reading at once; SLUICE_CLOCK=system reads clock_gettime; and
+ * with threads reading at once; a counter that jumps is left for clock_gettime;
+ * SLUICE_CLOCK=system reads clock_gettime; and
  * sluice_clock_now, the public reading, follows a virtual clock when one is set. */
 #include <check.h>
 #include <glib.h>
@@ -92,6 +93,39 @@ START_TEST(sluice_clock_system_reads_clock_gettime)
 }
 END_TEST
 
+/* The counter jumps by `by` ns while clock_gettime does not: the first reading
+ * after the jump leaves the counter for clock_gettime, and the clock stays within
+ * microseconds of clock_gettime, never back. */
+static void counter_jumps(gint64 by)
+{
+    if (!machine_has_counter_clock()) {
+        ck_assert_str_eq(sluice__monotonic_source(), "system"); /* nothing to leave */
+        return;
+    }
+    ck_assert_str_eq(sluice__monotonic_source(), "tsc");
+    sluice__monotonic_ns();
+    sluice__monotonic_jump(by);
+    gint64 before = system_ns();
+    gint64 now = sluice__monotonic_ns();
+    gint64 after = system_ns();
+    ck_assert_str_eq(sluice__monotonic_source(), "system");
+    ck_assert_int_ge(now, before - TOLERANCE_NS);
+    ck_assert_int_le(now, after + TOLERANCE_NS);
+    ck_assert(bracket(NULL));
+}
+
+START_TEST(a_counter_that_jumps_ahead_is_left_for_clock_gettime)
+{
+    counter_jumps(2 * G_GINT64_CONSTANT(1000000000));
+}
+END_TEST
+
+START_TEST(a_counter_that_jumps_back_is_left_for_clock_gettime)
+{
+    counter_jumps(-2 * G_GINT64_CONSTANT(1000000000));
+}
+END_TEST
+
 static gint64 virtual_now(gpointer data)
 {
     return *(gint64 *)data;
@@ -121,6 +155,8 @@ int main(void)
     tcase_add_test(tc, it_stays_within_microseconds_of_clock_gettime_and_never_goes_back);
     tcase_add_test(tc, threads_reading_at_once_each_see_it_so);
     tcase_add_test(tc, sluice_clock_system_reads_clock_gettime);
+    tcase_add_test(tc, a_counter_that_jumps_ahead_is_left_for_clock_gettime); /* forked: */
+    tcase_add_test(tc, a_counter_that_jumps_back_is_left_for_clock_gettime);  /* one each */
     tcase_add_test(tc, sluice_clock_now_follows_a_virtual_clock_and_then_the_real_one);
     suite_add_tcase(suite, tc);
     SRunner *runner = srunner_create(suite);
