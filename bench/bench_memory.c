@@ -390,9 +390,25 @@ static void measure(const char *figure, bench_op op, guint threads, double targe
                not_admitted);
 }
 
-/* The plain call and the two no-rule forms, interleaved round by round. What a
- * decorator adds is the difference of the best rounds (the median column: the
- * median of the differences of rounds run back to back). */
+/* The row of what `of` costs more than `base` a call: the difference of the best
+ * rounds (the median column: the median of the differences of rounds run back to
+ * back). */
+static row difference(const char *figure, guint threads, const rounds *of, const rounds *base,
+                      double target)
+{
+    rounds added;
+    for (guint i = 0; i < ROUNDS; i++) {
+        added.ns[i] = of->ns[i] - base->ns[i];
+        added.per_sec[i] = 0;
+        added.on_cpu[i] = MIN(of->on_cpu[i], base->on_cpu[i]);
+    }
+    row line = summarize(figure, threads, &added, target);
+    line.ns = bench_min(of->ns, ROUNDS) - bench_min(base->ns, ROUNDS);
+    return line;
+}
+
+/* The plain call and the two no-rule forms, interleaved round by round: what a
+ * decorator adds (difference). */
 static void measure_no_rule(void)
 {
     static const struct {
@@ -405,7 +421,7 @@ static void measure_no_rule(void)
         {"no rule: RATE_LIMITED guard call", "no rule: added by RATE_LIMITED guard",
          op_norule_guard},
     };
-    rounds r[G_N_ELEMENTS(forms)], added[G_N_ELEMENTS(forms)];
+    rounds r[G_N_ELEMENTS(forms)];
 
     if (!wanted("plain call, no rule"))
         return;
@@ -416,19 +432,13 @@ static void measure_no_rule(void)
             sample s = run_round(forms[k].op, 1);
             record(&r[k], i, &s);
         }
-        for (guint k = 1; k < G_N_ELEMENTS(forms); k++) {
-            added[k].ns[i] = r[k].ns[i] - r[0].ns[i];
-            added[k].per_sec[i] = 0;
-            added[k].on_cpu[i] = MIN(r[k].on_cpu[i], r[0].on_cpu[i]);
-        }
     }
     for (guint k = 0; k < G_N_ELEMENTS(forms); k++) {
         row line = summarize(forms[k].figure, 1, &r[k], -1);
         print_row(&line);
     }
     for (guint k = 1; k < G_N_ELEMENTS(forms); k++) {
-        row line = summarize(forms[k].added, 1, &added[k], TARGET_NO_RULE_NS);
-        line.ns = bench_min(r[k].ns, ROUNDS) - bench_min(r[0].ns, ROUNDS);
+        row line = difference(forms[k].added, 1, &r[k], &r[0], TARGET_NO_RULE_NS);
         print_row(&line);
     }
 }
@@ -450,7 +460,7 @@ static void measure_scaling(void)
         {"hot limit, prefetch = 100", op_prefetch, 1},
         {"hot limit, prefetch = 100", op_prefetch, 2},
     };
-    enum { IDEAL_2 = 1, HOT_2 = 3, PREFETCH_1 = 4, PREFETCH_2 = 5 };
+    enum { IDEAL_1 = 0, IDEAL_2 = 1, HOT_1 = 2, HOT_2 = 3, PREFETCH_1 = 4, PREFETCH_2 = 5 };
     rounds r[G_N_ELEMENTS(cases)];
     guint64 not_admitted = 0;
 
@@ -471,6 +481,11 @@ static void measure_scaling(void)
     }
     if (not_admitted)
         printf("  warning: %" G_GUINT64_FORMAT " calls were not admitted\n", not_admitted);
+    /* what sharing the line costs a call: a second thread's time, per call */
+    row ideal_added = difference("a 2nd thread adds: ideal", 2, &r[IDEAL_2], &r[IDEAL_1], -1);
+    row hot_added = difference("a 2nd thread adds: hot limit", 2, &r[HOT_2], &r[HOT_1], -1);
+    print_row(&ideal_added);
+    print_row(&hot_added);
     static const struct {
         const char *figure;
         guint of, to;
