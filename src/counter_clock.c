@@ -220,7 +220,7 @@ static void reanchor(guint64 seen)
         (guint64)(((unsigned __int128)(guint64)(p.ns - first.ns) << 32) / (p.tsc - first.tsc));
     span_ticks = MIN(2 * span_ticks, max_span_ticks);
     gap = MAX(gap, -scale((gint64)span_ticks, rate) / SLEW_PER);
-    __int128 slew = ((__int128)gap << 32) / (__int128)span_ticks;
+    __int128 slew = (__int128)gap * ((__int128)1 << 32) / (__int128)span_ticks;
     __atomic_store_n(&current.tsc, p.tsc, __ATOMIC_RELAXED);
     __atomic_store_n(&current.ns, here, __ATOMIC_RELAXED);
     __atomic_store_n(&current.mult, (guint64)((__int128)rate + slew), __ATOMIC_RELAXED);
@@ -321,7 +321,7 @@ void sluice__monotonic_jump(gint64 ns)
 #if HAVE_COUNTER
     if (choose() == SOURCE_COUNTER)
         __atomic_fetch_add(&jumped,
-                           (guint64)(((__int128)ns << 32) /
+                           (guint64)((__int128)ns * ((__int128)1 << 32) /
                                      (__int128)__atomic_load_n(&current.mult, __ATOMIC_RELAXED)),
                            __ATOMIC_RELAXED);
 #else
