@@ -5,6 +5,7 @@
 #include "arguments.h"
 #include "counters.h"
 #include "engine.h"
+#include "inlining.h"
 #include "registry.h"
 #include "value.h"
 
@@ -27,8 +28,8 @@ static int acquire(const char *name, const char *key, gint64 permits, gint64 wai
     return sluice__engine_acquire(limiter, key, permits, wait_us, out, &taken, NULL, error);
 }
 
-int sluice_acquire(const char *name, const char *key, gint64 permits, sluice_decision *out,
-                   GError **error)
+SLUICE__FLATTEN int sluice_acquire(const char *name, const char *key, gint64 permits,
+                                   sluice_decision *out, GError **error)
 {
     return acquire(name, key, permits, -1, out, error);
 }
@@ -78,6 +79,9 @@ int sluice_last_decision(sluice_decision *out)
     return last.result;
 }
 
+static int enter_limited(sluice_descriptor *descriptor, sluice__limiter *limiter, const char *key,
+                         sluice_lease *lease, sluice_decision *verdict, GError **error);
+
 int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *lease,
                   sluice_decision *verdict, GError **error)
 {
@@ -96,7 +100,15 @@ int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *
         return SLUICE__RUN; /* not initialized: no rules */
     if (!sluice__limiter_rule(limiter))
         return SLUICE__RUN; /* a name with no rule is not limited */
+    return enter_limited(descriptor, limiter, key, lease, verdict, error);
+}
 
+/* sluice__enter for a name with a rule: the decision, flattened apart from the
+ * call of a name with no rule, which stays a few instructions. */
+static SLUICE__FLATTEN SLUICE__OUT_OF_LINE int
+enter_limited(sluice_descriptor *descriptor, sluice__limiter *limiter, const char *key,
+              sluice_lease *lease, sluice_decision *verdict, GError **error)
+{
     sluice_decision d;
     GError *failure = NULL;
     gint64 taken = 0;

@@ -31,6 +31,7 @@
 
 #include "clock.h"
 #include "hand.h"
+#include "inlining.h"
 
 #define SWEEP_MIN 1024
 #define LINE      128 /* a cache line, or the pair some CPUs fetch together */
@@ -357,15 +358,23 @@ decide_hot_n(hot_state *hot, const sluice__rule *rule, guint n, gint64 permits, 
     return TRUE;
 }
 
+/* decide_hot_n for a rule with bands. */
+static SLUICE__OUT_OF_LINE gboolean decide_hot_bands(hot_state *hot, const sluice__rule *rule,
+                                                     gint64 permits, gint64 reserve_us,
+                                                     sluice__verdict *verdict, gint64 *decided_us)
+{
+    return decide_hot_n(hot, rule, sluice__rule_bands(rule), permits, reserve_us, verdict,
+                        decided_us);
+}
+
 /* decide_hot_n for the rule's bands: one (no bands, the common rule) unrolled. */
 static inline __attribute__((always_inline)) gboolean
 decide_hot(hot_state *hot, const sluice__rule *rule, gint64 permits, gint64 reserve_us,
            sluice__verdict *verdict, gint64 *decided_us)
 {
-    guint n = sluice__rule_bands(rule);
-    if (G_LIKELY(n == 1))
+    if (G_LIKELY(sluice__rule_bands(rule) == 1))
         return decide_hot_n(hot, rule, 1, permits, reserve_us, verdict, decided_us);
-    return decide_hot_n(hot, rule, n, permits, reserve_us, verdict, decided_us);
+    return decide_hot_bands(hot, rule, permits, reserve_us, verdict, decided_us);
 }
 
 static gboolean same_bands(const sluice__rule *a, const sluice__rule *b)
@@ -428,7 +437,7 @@ static void reshape_hot(sluice__memory_store *store, const sluice__rule *rule, h
 
 /* With the lock held: forgets every state when the rule keeps state differently,
  * and lays the states out anew when its bands changed. */
-static void reshape(sluice__memory_store *store, const sluice__rule *rule)
+static SLUICE__OUT_OF_LINE void reshape(sluice__memory_store *store, const sluice__rule *rule)
 {
     if (__atomic_load_n(&store->hot.rule, __ATOMIC_RELAXED) == rule)
         return; /* rules are interned: one pointer per rule */
@@ -475,8 +484,8 @@ static void sweep(sluice__memory_store *store, gint64 now)
 /* Decides `permits` of a rule with prefetch from the thread's hand, or takes the
  * rule's prefetch from the shared state (keeping the rest in hand), or, when that
  * is refused, `permits` alone. FALSE as decide_hot. */
-static gboolean decide_ahead(hot_state *hot, const sluice__rule *rule, gint64 permits,
-                             sluice__verdict *verdict)
+static SLUICE__OUT_OF_LINE gboolean decide_ahead(hot_state *hot, const sluice__rule *rule,
+                                                 gint64 permits, sluice__verdict *verdict)
 {
     guint64 generation = __atomic_load_n(&hot->generation, __ATOMIC_RELAXED);
     if (sluice__hand_take(hot, generation, rule, permits, sluice__clock_now(), verdict))
@@ -527,38 +536,23 @@ static void lock_in_order(sluice__memory_store *store, sluice__limiter *limiter,
     }
 }
 
-static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter,
-                              const sluice__rule *rule, const char *key, gint64 permits,
-                              gint64 reserve_us, sluice__verdict *verdict, GError **error)
+/* A decision under the store's lock: per-key states, sliding_log and concurrency
+ * (whose logs grow), and a rule that changed to one kept lock-free meanwhile. */
+static SLUICE__OUT_OF_LINE gboolean decide_under_lock(sluice__backend *backend,
+                                                      sluice__limiter *limiter,
+                                                      const sluice__rule *rule, const char *key,
+                                                      gint64 permits, gint64 reserve_us,
+                                                      sluice__verdict *verdict, GError **error)
 {
     sluice__memory_store *store = limiter->memory;
-    (void)backend;
-    (void)error;
-
-    for (;;) {
-        const sluice__rule *r = newest(limiter, rule);
-        if (key || !lock_free(r))
-            break;
-        gint64 decided_us;
-        if (r->prefetch > permits && permits > 0 && reserve_us == 0) {
-            if (decide_ahead(&store->hot, r, permits, verdict))
-                return TRUE;
-        } else if (G_LIKELY(
-                       decide_hot(&store->hot, r, permits, reserve_us, verdict, &decided_us))) {
-            return TRUE;
-        }
-        pthread_mutex_lock(&store->lock); /* laid out for another rule: lay it out anew */
-        reshape(store, newest(limiter, rule));
-        pthread_mutex_unlock(&store->lock);
-    }
-
     gint64 now, epoch;
     lock_in_order(store, limiter, &rule, &now, &epoch);
     reshape(store, rule);
     if (!key && lock_free(rule)) {
         /* the rule changed to one kept lock-free since it was read */
         pthread_mutex_unlock(&store->lock);
-        return memory_decide(backend, limiter, rule, key, permits, reserve_us, verdict, error);
+        return sluice__memory_decide(backend, limiter, rule, key, permits, reserve_us, verdict,
+                                     error);
     }
     if (!key) {
         sluice__decide(rule, store->keyless, now, epoch, permits, reserve_us, verdict);
@@ -585,6 +579,31 @@ static gboolean memory_decide(sluice__backend *backend, sluice__limiter *limiter
     }
     pthread_mutex_unlock(&store->lock);
     return TRUE;
+}
+
+gboolean sluice__memory_decide(sluice__backend *backend, sluice__limiter *limiter,
+                               const sluice__rule *rule, const char *key, gint64 permits,
+                               gint64 reserve_us, sluice__verdict *verdict, GError **error)
+{
+    sluice__memory_store *store = limiter->memory;
+
+    for (;;) {
+        const sluice__rule *r = newest(limiter, rule);
+        if (key || !lock_free(r))
+            break;
+        gint64 decided_us;
+        if (r->prefetch > permits && permits > 0 && reserve_us == 0) {
+            if (decide_ahead(&store->hot, r, permits, verdict))
+                return TRUE;
+        } else if (G_LIKELY(
+                       decide_hot(&store->hot, r, permits, reserve_us, verdict, &decided_us))) {
+            return TRUE;
+        }
+        pthread_mutex_lock(&store->lock); /* laid out for another rule: lay it out anew */
+        reshape(store, newest(limiter, rule));
+        pthread_mutex_unlock(&store->lock);
+    }
+    return decide_under_lock(backend, limiter, rule, key, permits, reserve_us, verdict, error);
 }
 
 static void memory_release(sluice__backend *backend, sluice__limiter *limiter,
@@ -636,7 +655,7 @@ static void memory_free(sluice__backend *backend)
 
 static const sluice__backend_funcs memory_funcs = {
     .name = "memory",
-    .decide = memory_decide,
+    .decide = sluice__memory_decide,
     .release = memory_release,
     .reset = memory_reset,
     .free = memory_free,

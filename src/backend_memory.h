@@ -6,6 +6,12 @@
 
 sluice__backend *sluice__backend_memory_new(void);
 
+/* The memory backend's decide (sluice__backend_funcs), for a caller that knows the
+ * backend is this one: a direct call, which link-time optimization can inline. */
+gboolean sluice__memory_decide(sluice__backend *backend, sluice__limiter *limiter,
+                               const sluice__rule *rule, const char *key, gint64 permits,
+                               gint64 reserve_us, sluice__verdict *verdict, GError **error);
+
 /* A limiter's store: created with the limiter, freed with it. */
 sluice__memory_store *sluice__memory_store_new(void);
 void sluice__memory_store_free(sluice__memory_store *store);

@@ -1,19 +1,23 @@
 /* The engine: applies a rule (permits, wait, shadow mode, on_error) through a backend.
  *
- * It knows nothing of Redis or of the macros: it asks the backend, turns a failure
- * into the on_error verdict, and sleeps waiting callers exactly until their
- * permits are due (woken early when concurrency permits are given back). */
+ * It knows nothing of Redis or of the macros: it asks the backend (the in-process
+ * one, the memory backend, by a direct call that the decision's entry points
+ * inline: src/inlining.h), turns a failure into the on_error verdict, and sleeps
+ * waiting callers exactly until their permits are due (woken early when
+ * concurrency permits are given back). */
 #include "engine.h"
 
 #include <sluice/error.h>
 
+#include "backend_memory.h"
 #include "clock.h"
 #include "denial_cache.h"
 #include "prefetch.h"
 #include "counters.h"
+#include "inlining.h"
 
 static sluice__backend *backend; /* atomic */
-static sluice__backend *local;   /* atomic */
+static sluice__backend *local;   /* atomic: the memory backend */
 
 static GMutex wake_lock; /* with `wake`: waiters sleep here until due or given back */
 static GCond wake;
@@ -93,8 +97,9 @@ void sluice__engine_to_decision(const sluice__verdict *v, sluice_decision *out)
 
 /* The backend failed: *v becomes the on_error verdict (decided by the memory
  * backend for on_error = local). */
-static void fall_back(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
-                      gint64 permits, gint64 reserve_us, sluice__verdict *v)
+static SLUICE__OUT_OF_LINE void fall_back(sluice__limiter *limiter, const sluice__rule *rule,
+                                          const char *key, gint64 permits, gint64 reserve_us,
+                                          sluice__verdict *v)
 {
     *v = (sluice__verdict){
         sluice__engine_policy_allows(rule), sluice__rule_capacity(rule), 0, -1, 0, 0, 0, FALSE, 0};
@@ -150,9 +155,11 @@ static gboolean ask_backend(sluice__backend *b, sluice__limiter *limiter, const 
  * `permits` if it was refused). FALSE and *failure when the backend failed. *from:
  * where the verdict came from; *start is set when a round trip begins, if it is not
  * yet. */
-static gboolean ask_remote(sluice__backend *b, sluice__limiter *limiter, const sluice__rule *rule,
-                           const char *key, gint64 permits, gint64 reserve_us, sluice__verdict *v,
-                           verdict_source *from, gint64 *start, GError **failure)
+static SLUICE__OUT_OF_LINE gboolean ask_remote(sluice__backend *b, sluice__limiter *limiter,
+                                               const sluice__rule *rule, const char *key,
+                                               gint64 permits, gint64 reserve_us,
+                                               sluice__verdict *v, verdict_source *from,
+                                               gint64 *start, GError **failure)
 {
     gboolean keep = cacheable(b, rule, reserve_us);
     gint64 want = prefetching(b, rule, permits, reserve_us);
@@ -197,9 +204,10 @@ static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const ch
 {
     sluice__backend *b = g_atomic_pointer_get(&backend);
     GError *failure = NULL;
-    if (remote(b) ? ask_remote(b, limiter, rule, key, permits, reserve_us, v, from, start, &failure)
-                  : G_LIKELY(!injected_failure(&failure)) &&
-                        b->funcs->decide(b, limiter, rule, key, permits, reserve_us, v, &failure))
+    if (remote(b)
+            ? ask_remote(b, limiter, rule, key, permits, reserve_us, v, from, start, &failure)
+            : G_LIKELY(!injected_failure(&failure)) &&
+                  sluice__memory_decide(b, limiter, rule, key, permits, reserve_us, v, &failure))
         return TRUE;
     fall_back(limiter, rule, key, permits, reserve_us, v);
     g_propagate_error(error, failure);
@@ -357,9 +365,12 @@ gint64 sluice__engine_reserve_us(const sluice__rule *rule, gint64 wait_us, gint6
 
 /* The decision loop: asks, and while the rule lets the caller wait, sleeps until
  * the permits are due and asks again. *waited: it slept at least once. */
-static sluice__outcome decide(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
-                              gint64 permits, gint64 wait_us, sluice_decision *out, gint64 *taken,
-                              gboolean *waited, verdict_source *from, gint64 *start, GError **error)
+static SLUICE__OUT_OF_LINE sluice__outcome decide(sluice__limiter *limiter,
+                                                  const sluice__rule *rule, const char *key,
+                                                  gint64 permits, gint64 wait_us,
+                                                  sluice_decision *out, gint64 *taken,
+                                                  gboolean *waited, verdict_source *from,
+                                                  gint64 *start, GError **error)
 {
     sluice__verdict v;
     gint64 deadline = wait_us > 0 ? sluice__clock_now() + wait_us : 0;
