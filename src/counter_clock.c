@@ -38,7 +38,7 @@
 #define SLEW_PER     1000                              /* slewing moves the slope at most 1/1000 */
 #define CALIBRATE_NS (200 * G_GINT64_CONSTANT(1000))   /* the first rate's least span */
 #define MAX_SPINS    1000 /* waiting for a line being drawn: then clock_gettime */
-#define MAX_ERROR_NS G_GINT64_CONSTANT(1000000) /* at an anchor: then clock_gettime      */
+#define MAX_ERROR_NS G_GINT64_CONSTANT(1000000)     /* at an anchor: then clock_gettime      */
 #define MAX_WIDTH_NS (50 * G_GINT64_CONSTANT(1000)) /* a pair this narrow can tell */
 
 typedef enum {
