@@ -13,200 +13,20 @@
 #include <glib.h>
 #include <sluice/sluice.h>
 
+#include "memory_ops.h"
 #include "setup.h"
 #include "timing.h"
 
 #define ROUNDS      7
 #define ROUND_NS    (300 * G_GINT64_CONSTANT(1000000)) /* each round runs at least 0.3 s */
 #define BATCH       1024                               /* calls between two clock reads */
-#define KEYS        1000                               /* rotating keys of the per-key case */
 #define THREADS_MAX 2
 
 #define TARGET_ALLOWED_NS 50.0  /* an allowed decision on one thread */
-#define TARGET_KEYED_NS   100.0 /* the same with one of KEYS keys (a table lookup) */
+#define TARGET_KEYED_NS   100.0 /* the same with one of 1000 keys (a table lookup) */
 #define TARGET_HOT_RATIO  0.8   /* 2 threads on one limit / the ideal exact shared limit */
 #define TARGET_PREFETCH   1.5   /* prefetch: 2 threads / 1 thread */
 #define TARGET_NO_RULE_NS 5.0   /* what a name with no rule adds to a call */
-
-/* The keyfile the benchmark runs on, written to a temporary file. The limits are
- * so large (2^50 or 10^12 per second) that every decision is an admission. */
-static const char keyfile[] = "# written by bench_memory: limits that never say no\n"
-                              "[sluice]\n"
-                              "backend = memory\n"
-                              "\n"
-                              "[limit:bench.allowed]\n"
-                              "algorithm = fixed_window\n"
-                              "limit = 1125899906842624\n"
-                              "window = 1s\n"
-                              "per_key = false\n"
-                              "\n"
-                              "[limit:bench.keyed]\n"
-                              "algorithm = fixed_window\n"
-                              "limit = 1125899906842624\n"
-                              "window = 1s\n"
-                              "per_key = true\n"
-                              "\n"
-                              "[limit:bench.hot]\n"
-                              "algorithm = gcra\n"
-                              "limit = 1000000000000\n"
-                              "window = 1s\n"
-                              "per_key = false\n"
-                              "\n"
-                              "[limit:bench.prefetch]\n"
-                              "algorithm = gcra\n"
-                              "limit = 1000000000000\n"
-                              "window = 1s\n"
-                              "per_key = false\n"
-                              "prefetch = 100\n";
-
-/* The side effect of the measured bodies: a volatile write on every call, so the
- * compiler can neither drop nor hoist one. */
-static volatile gint64 sink;
-
-static char *keys[KEYS];
-
-/* ---- the decorated functions and their plain twin ----------------------------- */
-
-/* Not inlined, not cloned, not analysed by the caller: every call is a real call. */
-#if defined(__clang__)
-#define BENCH_OPAQUE __attribute__((noinline))
-#else
-#define BENCH_OPAQUE __attribute__((noipa))
-#endif
-
-/* The degrade callback: 0 tells the loops that count that a call was not admitted. */
-static int denied_int(int x)
-{
-    (void)x;
-    return 0;
-}
-
-/* An allowed decision through the definition form. */
-BENCH_OPAQUE int bench_allowed_fn(int x);
-RATE_LIMITED_FUNCTION(int, bench_allowed_fn, (int x), (x), "bench.allowed", denied_int, NULL)
-{
-    (void)x;
-    return 1;
-}
-
-/* An allowed decision through the guard form, with one of KEYS keys. */
-BENCH_OPAQUE static int bench_keyed_guard(const char *key)
-{
-    RATE_LIMITED_KEY("bench.keyed", key, return 0);
-    return 1;
-}
-
-/* The plain function: the body the decorated ones below share, undecorated. */
-BENCH_OPAQUE static int bench_plain(int x)
-{
-    sink += x;
-    return 1;
-}
-
-/* The same body, decorated (definition form) with a name the keyfile does not have. */
-BENCH_OPAQUE int bench_norule_fn(int x);
-RATE_LIMITED_FUNCTION(int, bench_norule_fn, (int x), (x), "bench.norule", denied_int, NULL)
-{
-    sink += x;
-    return 1;
-}
-
-/* The same body, decorated (guard form) with a name the keyfile does not have. */
-BENCH_OPAQUE static int bench_norule_guard(int x)
-{
-    RATE_LIMITED("bench.norule.guard", return 0);
-    sink += x;
-    return 1;
-}
-
-/* ---- operations: each makes n calls and returns how many were admitted --------- */
-
-typedef guint64 (*bench_op)(guint64 first, guint n);
-
-/* n calls of sluice_acquire(name, NULL, 1). */
-static guint64 acquire_n(const char *name, guint n)
-{
-    guint64 admitted = 0;
-    sluice_decision d;
-    for (guint i = 0; i < n; i++)
-        admitted += sluice_acquire(name, NULL, 1, &d, NULL) == SLUICE_ALLOWED;
-    return admitted;
-}
-
-static guint64 op_acquire(guint64 first, guint n)
-{
-    (void)first;
-    return acquire_n("bench.allowed", n);
-}
-
-/* An operation that makes n direct calls of fn(int) (not through a pointer, as a
- * program calls it) and counts those that returned 1. */
-#define CALLS_OF(op, fn)                                                                           \
-    static guint64 op(guint64 first, guint n)                                                      \
-    {                                                                                              \
-        guint64 admitted = 0;                                                                      \
-        (void)first;                                                                               \
-        for (guint i = 0; i < n; i++)                                                              \
-            admitted += (guint64)fn((int)i);                                                       \
-        return admitted;                                                                           \
-    }
-
-CALLS_OF(op_allowed_fn, bench_allowed_fn)
-CALLS_OF(op_plain, bench_plain)
-CALLS_OF(op_norule_fn, bench_norule_fn)
-CALLS_OF(op_norule_guard, bench_norule_guard)
-
-static guint64 op_keyed_guard(guint64 first, guint n)
-{
-    guint64 admitted = 0;
-    guint k = (guint)(first % KEYS);
-    for (guint i = 0; i < n; i++) {
-        admitted += (guint64)bench_keyed_guard(keys[k]);
-        if (++k == KEYS)
-            k = 0;
-    }
-    return admitted;
-}
-
-/* The ideal exact shared limit: what an exact hot gcra needs at least, one clock
- * read and one CAS of a shared word per decision (a theoretical arrival time in
- * 1/1024 µs, admitted while it is at most a second ahead), retried with a fresh
- * clock read when another thread changed the word in between. The clock is the
- * one sluice decides by (sluice_clock_now), read as cheaply as sluice reads it. */
-static gint64 ideal_tat __attribute__((aligned(128)));
-
-static guint64 op_ideal(guint64 first, guint n)
-{
-    guint64 admitted = 0;
-    (void)first;
-    for (guint i = 0; i < n; i++) {
-        for (;;) {
-            gint64 tat = __atomic_load_n(&ideal_tat, __ATOMIC_RELAXED);
-            gint64 now = sluice_clock_now() << 10;
-            gint64 next = MAX(tat, now) + 1;
-            if (next - now > (G_GINT64_CONSTANT(1000000) << 10))
-                break; /* denied: never, at this rate */
-            if (__atomic_compare_exchange_n(&ideal_tat, &tat, next, FALSE, __ATOMIC_ACQ_REL,
-                                            __ATOMIC_RELAXED)) {
-                admitted++;
-                break;
-            }
-        }
-    }
-    return admitted;
-}
-
-static guint64 op_hot(guint64 first, guint n)
-{
-    (void)first;
-    return acquire_n("bench.hot", n);
-}
-
-static guint64 op_prefetch(guint64 first, guint n)
-{
-    (void)first;
-    return acquire_n("bench.prefetch", n);
-}
 
 /* ---- one round: the operation on one or more threads, timed ------------------ */
 
@@ -271,7 +91,8 @@ static sample run_round(bench_op op, guint threads)
 
     g_assert(threads >= 1 && threads <= THREADS_MAX);
     for (guint i = 0; i < threads; i++) {
-        w[i] = (worker){op, (guint64)i * (KEYS / THREADS_MAX), &ready, &start, 0, 0, 0, 0, 0};
+        w[i] = (worker){
+            op, (guint64)i * (MEMORY_OPS_KEYS / THREADS_MAX), &ready, &start, 0, 0, 0, 0, 0};
         t[i] = g_thread_new("bench", work, &w[i]);
     }
     while (g_atomic_int_get(&ready) < (gint)threads)
@@ -415,11 +236,11 @@ static void measure_no_rule(void)
         const char *figure, *added;
         bench_op op;
     } forms[] = {
-        {"plain call, undecorated (baseline)", NULL, op_plain},
+        {"plain call, undecorated (baseline)", NULL, memory_op_plain},
         {"no rule: RATE_LIMITED_FUNCTION call", "no rule: added by RATE_LIMITED_FUNCTION",
-         op_norule_fn},
+         memory_op_norule_fn},
         {"no rule: RATE_LIMITED guard call", "no rule: added by RATE_LIMITED guard",
-         op_norule_guard},
+         memory_op_norule_guard},
     };
     rounds r[G_N_ELEMENTS(forms)];
 
@@ -453,12 +274,12 @@ static void measure_scaling(void)
         bench_op op;
         guint threads;
     } cases[] = {
-        {"ideal exact shared limit (baseline)", op_ideal, 1},
-        {"ideal exact shared limit (baseline)", op_ideal, 2},
-        {"hot limit: sluice_acquire, gcra, shared", op_hot, 1},
-        {"hot limit: sluice_acquire, gcra, shared", op_hot, 2},
-        {"hot limit, prefetch = 100", op_prefetch, 1},
-        {"hot limit, prefetch = 100", op_prefetch, 2},
+        {"ideal exact shared limit (baseline)", memory_op_ideal, 1},
+        {"ideal exact shared limit (baseline)", memory_op_ideal, 2},
+        {"hot limit: sluice_acquire, gcra, shared", memory_op_hot, 1},
+        {"hot limit: sluice_acquire, gcra, shared", memory_op_hot, 2},
+        {"hot limit, prefetch = 100", memory_op_prefetch, 1},
+        {"hot limit, prefetch = 100", memory_op_prefetch, 2},
     };
     enum { IDEAL_1 = 0, IDEAL_2 = 1, HOT_1 = 2, HOT_2 = 3, PREFETCH_1 = 4, PREFETCH_2 = 5 };
     rounds r[G_N_ELEMENTS(cases)];
@@ -526,12 +347,10 @@ int main(int argc, char **argv)
         return 2;
     }
     only = argc == 2 ? argv[1] : NULL;
-    if (!bench_init(keyfile, &error)) {
+    if (!memory_ops_init(&error)) {
         fprintf(stderr, "bench_memory: %s\n", error->message);
         return 1;
     }
-    for (guint i = 0; i < KEYS; i++)
-        keys[i] = g_strdup_printf("user-%04u", i);
 
     bench_print_version("memory");
     printf("ns/call: the best of %d rounds of >= %.1f s (the median round in brackets); "
@@ -544,9 +363,9 @@ int main(int argc, char **argv)
         bench_op op;
         gboolean keyed;
     } allowed[] = {
-        {"allowed: sluice_acquire(name, NULL, 1)", op_acquire, FALSE},
-        {"allowed: RATE_LIMITED_FUNCTION call", op_allowed_fn, FALSE},
-        {"allowed: RATE_LIMITED_KEY guard, 1000 keys", op_keyed_guard, TRUE},
+        {"allowed: sluice_acquire(name, NULL, 1)", memory_op_acquire, FALSE},
+        {"allowed: RATE_LIMITED_FUNCTION call", memory_op_allowed_fn, FALSE},
+        {"allowed: RATE_LIMITED_KEY guard, 1000 keys", memory_op_keyed_guard, TRUE},
     };
     for (guint threads = 1; threads <= THREADS_MAX; threads++)
         for (guint i = 0; i < G_N_ELEMENTS(allowed); i++)
@@ -565,8 +384,6 @@ int main(int argc, char **argv)
                "rerun on an idle machine\n",
                100 * ON_CPU_MIN);
 
-    sluice_shutdown();
-    for (guint i = 0; i < KEYS; i++)
-        g_free(keys[i]);
+    memory_ops_free();
     return 0;
 }

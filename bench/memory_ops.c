@@ -1,0 +1,215 @@
+/* The operations bench_memory times and bench_instructions counts: sluice's memory
+ * backend deciding (by name, decorated, per key, on a hot limit, with prefetch), the
+ * ideal exact shared limit, and a plain call next to decorated calls with no rule. */
+#include "memory_ops.h"
+
+#include <sluice/sluice.h>
+
+#include "setup.h"
+
+/* The keyfile the benchmark runs on, written to a temporary file. The limits are
+ * so large (2^50 or 10^12 per second) that every decision is an admission. */
+static const char keyfile[] = "# written by bench_memory: limits that never say no\n"
+                              "[sluice]\n"
+                              "backend = memory\n"
+                              "\n"
+                              "[limit:bench.allowed]\n"
+                              "algorithm = fixed_window\n"
+                              "limit = 1125899906842624\n"
+                              "window = 1s\n"
+                              "per_key = false\n"
+                              "\n"
+                              "[limit:bench.keyed]\n"
+                              "algorithm = fixed_window\n"
+                              "limit = 1125899906842624\n"
+                              "window = 1s\n"
+                              "per_key = true\n"
+                              "\n"
+                              "[limit:bench.hot]\n"
+                              "algorithm = gcra\n"
+                              "limit = 1000000000000\n"
+                              "window = 1s\n"
+                              "per_key = false\n"
+                              "\n"
+                              "[limit:bench.prefetch]\n"
+                              "algorithm = gcra\n"
+                              "limit = 1000000000000\n"
+                              "window = 1s\n"
+                              "per_key = false\n"
+                              "prefetch = 100\n";
+
+/* The side effect of the measured bodies: a volatile write on every call, so the
+ * compiler can neither drop nor hoist one. */
+static volatile gint64 sink;
+
+static char *keys[MEMORY_OPS_KEYS];
+
+/* ---- the decorated functions and their plain twin ----------------------------- */
+
+/* Not inlined, not cloned, not analysed by the caller: every call is a real call. */
+#if defined(__clang__)
+#define BENCH_OPAQUE __attribute__((noinline))
+#else
+#define BENCH_OPAQUE __attribute__((noipa))
+#endif
+
+/* The degrade callback: 0 tells the loops that count that a call was not admitted. */
+static int denied_int(int x)
+{
+    (void)x;
+    return 0;
+}
+
+/* An allowed decision through the definition form. */
+BENCH_OPAQUE int bench_allowed_fn(int x);
+RATE_LIMITED_FUNCTION(int, bench_allowed_fn, (int x), (x), "bench.allowed", denied_int, NULL)
+{
+    (void)x;
+    return 1;
+}
+
+/* An allowed decision through the guard form, with one of KEYS keys. */
+BENCH_OPAQUE static int bench_keyed_guard(const char *key)
+{
+    RATE_LIMITED_KEY("bench.keyed", key, return 0);
+    return 1;
+}
+
+/* The plain function: the body the decorated ones below share, undecorated. */
+BENCH_OPAQUE static int bench_plain(int x)
+{
+    sink += x;
+    return 1;
+}
+
+/* The same body, decorated (definition form) with a name the keyfile does not have. */
+BENCH_OPAQUE int bench_norule_fn(int x);
+RATE_LIMITED_FUNCTION(int, bench_norule_fn, (int x), (x), "bench.norule", denied_int, NULL)
+{
+    sink += x;
+    return 1;
+}
+
+/* The same body, decorated (guard form) with a name the keyfile does not have. */
+BENCH_OPAQUE static int bench_norule_guard(int x)
+{
+    RATE_LIMITED("bench.norule.guard", return 0);
+    sink += x;
+    return 1;
+}
+
+/* ---- operations: each makes n calls and returns how many were admitted --------- */
+
+/* n calls of sluice_acquire(name, NULL, 1). */
+static guint64 acquire_n(const char *name, guint n)
+{
+    guint64 admitted = 0;
+    sluice_decision d;
+    for (guint i = 0; i < n; i++)
+        admitted += sluice_acquire(name, NULL, 1, &d, NULL) == SLUICE_ALLOWED;
+    return admitted;
+}
+
+guint64 memory_op_acquire(guint64 first, guint n)
+{
+    (void)first;
+    return acquire_n("bench.allowed", n);
+}
+
+/* An operation that makes n direct calls of fn(int) (not through a pointer, as a
+ * program calls it) and counts those that returned 1. */
+#define CALLS_OF(op, fn)                                                                           \
+    guint64 op(guint64 first, guint n)                                                             \
+    {                                                                                              \
+        guint64 admitted = 0;                                                                      \
+        (void)first;                                                                               \
+        for (guint i = 0; i < n; i++)                                                              \
+            admitted += (guint64)fn((int)i);                                                       \
+        return admitted;                                                                           \
+    }
+
+CALLS_OF(memory_op_allowed_fn, bench_allowed_fn)
+CALLS_OF(memory_op_plain, bench_plain)
+CALLS_OF(memory_op_norule_fn, bench_norule_fn)
+CALLS_OF(memory_op_norule_guard, bench_norule_guard)
+
+guint64 memory_op_keyed_guard(guint64 first, guint n)
+{
+    guint64 admitted = 0;
+    guint k = (guint)(first % MEMORY_OPS_KEYS);
+    for (guint i = 0; i < n; i++) {
+        admitted += (guint64)bench_keyed_guard(keys[k]);
+        if (++k == MEMORY_OPS_KEYS)
+            k = 0;
+    }
+    return admitted;
+}
+
+/* The ideal exact shared limit: what an exact hot gcra needs at least, one clock
+ * read and one CAS of a shared word per decision (a theoretical arrival time in
+ * 1/1024 µs, admitted while it is at most a second ahead), retried with a fresh
+ * clock read when another thread changed the word in between. The clock is the
+ * one sluice decides by (sluice_clock_now), read as cheaply as sluice reads it. */
+static gint64 ideal_tat __attribute__((aligned(128)));
+
+guint64 memory_op_ideal(guint64 first, guint n)
+{
+    guint64 admitted = 0;
+    (void)first;
+    for (guint i = 0; i < n; i++) {
+        for (;;) {
+            gint64 tat = __atomic_load_n(&ideal_tat, __ATOMIC_RELAXED);
+            gint64 now = sluice_clock_now() << 10;
+            gint64 next = MAX(tat, now) + 1;
+            if (next - now > (G_GINT64_CONSTANT(1000000) << 10))
+                break; /* denied: never, at this rate */
+            if (__atomic_compare_exchange_n(&ideal_tat, &tat, next, FALSE, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED)) {
+                admitted++;
+                break;
+            }
+        }
+    }
+    return admitted;
+}
+
+guint64 memory_op_hot(guint64 first, guint n)
+{
+    (void)first;
+    return acquire_n("bench.hot", n);
+}
+
+guint64 memory_op_prefetch(guint64 first, guint n)
+{
+    (void)first;
+    return acquire_n("bench.prefetch", n);
+}
+
+const memory_op memory_ops[] = {
+    {"ideal", memory_op_ideal},
+    {"acquire", memory_op_acquire},
+    {"decorated", memory_op_allowed_fn},
+    {"keyed", memory_op_keyed_guard},
+    {"hot", memory_op_hot},
+    {"prefetch", memory_op_prefetch},
+    {"plain", memory_op_plain},
+    {"norule", memory_op_norule_fn},
+    {"norule-guard", memory_op_norule_guard},
+    {NULL, NULL},
+};
+
+gboolean memory_ops_init(GError **error)
+{
+    if (!bench_init(keyfile, error))
+        return FALSE;
+    for (guint i = 0; i < MEMORY_OPS_KEYS; i++)
+        keys[i] = g_strdup_printf("user-%04u", i);
+    return TRUE;
+}
+
+void memory_ops_free(void)
+{
+    sluice_shutdown();
+    for (guint i = 0; i < MEMORY_OPS_KEYS; i++)
+        g_clear_pointer(&keys[i], g_free);
+}
