@@ -82,22 +82,40 @@ int sluice_last_decision(sluice_decision *out)
 static int enter_limited(sluice_descriptor *descriptor, sluice__limiter *limiter, const char *key,
                          sluice_lease *lease, sluice_decision *verdict, GError **error);
 
+/* sluice__enter's answer to the NULL arguments the macros never pass. */
+static SLUICE__OUT_OF_LINE int enter_refused(sluice_decision *verdict, GError **error)
+{
+    if (verdict)
+        *verdict = sluice__engine_refused();
+    if (!error)
+        return SLUICE__DEGRADE;
+    g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
+                        "descriptor, lease or verdict is NULL; expected the macros' own");
+    return SLUICE__FAILED;
+}
+
+/* sluice__enter's first call of a descriptor: binds it to its limiter. */
+static SLUICE__OUT_OF_LINE int enter_unbound(sluice_descriptor *descriptor, const char *key,
+                                             sluice_lease *lease, sluice_decision *verdict,
+                                             GError **error)
+{
+    sluice__limiter *limiter = sluice__registry_bind(descriptor);
+    if (!limiter || !sluice__limiter_rule(limiter))
+        return SLUICE__RUN; /* not initialized, or no rule: not limited */
+    return enter_limited(descriptor, limiter, key, lease, verdict, error);
+}
+
+/* Every call it makes is a tail call, so that a name with no rule costs a few
+ * instructions and no saved register. */
 int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *lease,
                   sluice_decision *verdict, GError **error)
 {
-    if (G_UNLIKELY(!descriptor || !lease || (error && !verdict))) {
-        if (verdict)
-            *verdict = sluice__engine_refused();
-        if (!error)
-            return SLUICE__DEGRADE;
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
-                            "descriptor, lease or verdict is NULL; expected the macros' own");
-        return SLUICE__FAILED;
-    }
+    if (G_UNLIKELY(!descriptor || !lease || (error && !verdict)))
+        return enter_refused(verdict, error);
     sluice__limiter *limiter = sluice__registry_limiter_of(descriptor);
     last.unlimited = TRUE;
-    if (G_UNLIKELY(!limiter) && !(limiter = sluice__registry_bind(descriptor)))
-        return SLUICE__RUN; /* not initialized: no rules */
+    if (G_UNLIKELY(!limiter))
+        return enter_unbound(descriptor, key, lease, verdict, error);
     if (!sluice__limiter_rule(limiter))
         return SLUICE__RUN; /* a name with no rule is not limited */
     return enter_limited(descriptor, limiter, key, lease, verdict, error);
