@@ -23,7 +23,7 @@
 #define THREADS_MAX 2
 
 #define TARGET_ALLOWED_NS 50.0  /* an allowed decision on one thread */
-#define TARGET_KEYED_NS   100.0 /* the same with one of 1000 keys (a table lookup) */
+#define TARGET_KEYED_NS   100.0 /* the same with one of MEMORY_OPS_KEYS keys */
 #define TARGET_HOT_RATIO  0.8   /* 2 threads on one limit / the ideal exact shared limit */
 #define TARGET_PREFETCH   1.5   /* prefetch: 2 threads / 1 thread */
 #define TARGET_NO_RULE_NS 5.0   /* what a name with no rule adds to a call */

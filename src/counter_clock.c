@@ -90,11 +90,17 @@ static inline gint64 forward(gint64 ns)
 
 #if HAVE_COUNTER
 
+#ifdef SLUICE_COUNTER_CLOCK_JUMPS
 static guint64 jumped; /* atomic: ticks added to every reading (sluice__monotonic_jump) */
+#endif
 
 static inline guint64 ticks(void)
 {
+#ifdef SLUICE_COUNTER_CLOCK_JUMPS
     return __rdtsc() + __atomic_load_n(&jumped, __ATOMIC_RELAXED);
+#else
+    return __rdtsc();
+#endif
 }
 
 /* a ticks at mult nanoseconds per tick (times 2^32); a may be negative */
@@ -186,13 +192,20 @@ static void let_go(guint64 seen, gboolean left, gint64 error)
                   ABS(error) / 1000000, error < 0 ? "ahead of" : "behind");
 }
 
+/* Holds the line at version `seen` (odd until let go): FALSE when another reader
+ * changed or holds it. */
+static gboolean hold(guint64 seen)
+{
+    return __atomic_compare_exchange_n(&current.version, &seen, seen + 1, FALSE, __ATOMIC_ACQUIRE,
+                                       __ATOMIC_RELAXED);
+}
+
 /* A reading before the line's anchor (`seen`): the counter went back. Checks the
  * line against clock_gettime, unless another reader holds it. */
 static void went_back(guint64 seen)
 {
     pair p = measure();
-    if (!__atomic_compare_exchange_n(&current.version, &seen, seen + 1, FALSE, __ATOMIC_ACQUIRE,
-                                     __ATOMIC_RELAXED))
+    if (!hold(seen))
         return;
     gint64 error;
     gboolean left = off_the_line(&p, &error);
@@ -204,8 +217,7 @@ static void went_back(guint64 seen)
 static void reanchor(guint64 seen)
 {
     pair p = measure(); /* before the version is held: readers wait a few stores at most */
-    if (!__atomic_compare_exchange_n(&current.version, &seen, seen + 1, FALSE, __ATOMIC_ACQUIRE,
-                                     __ATOMIC_RELAXED))
+    if (!hold(seen))
         return;
     gint64 error;
     if (off_the_line(&p, &error)) {
@@ -316,6 +328,7 @@ void sluice__monotonic_fork_unlock(void)
 #endif
 }
 
+#ifdef SLUICE_COUNTER_CLOCK_JUMPS
 void sluice__monotonic_jump(gint64 ns)
 {
 #if HAVE_COUNTER
@@ -328,6 +341,7 @@ void sluice__monotonic_jump(gint64 ns)
     (void)ns;
 #endif
 }
+#endif
 
 const char *sluice__monotonic_source(void)
 {
