@@ -23,7 +23,6 @@
 #include "backend_memory.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <string.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -32,6 +31,7 @@
 #include "clock.h"
 #include "hand.h"
 #include "inlining.h"
+#include "spin_wait.h"
 
 #define SWEEP_MIN 1024
 #define LINE      128 /* a cache line, or the pair some CPUs fetch together */
@@ -215,21 +215,6 @@ static gboolean lock_free(const sluice__rule *rule)
     return rule->algorithm != SLUICE__SLIDING_LOG && rule->algorithm != SLUICE__CONCURRENCY;
 }
 
-/* Waits a little for a writer that holds the version (a few stores long, unless it
- * was preempted: then the CPU is given up). */
-static void back_off(guint *spins)
-{
-    if (++*spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        __asm__ __volatile__("yield");
-#endif
-    } else {
-        sched_yield();
-    }
-}
-
 /* Asks for the cache line at p as a write would (exclusive), so that a decision
  * that reads the shared state and then commits it with a CAS fetches the line
  * once, instead of shared for the read and again for the CAS. */
@@ -306,7 +291,7 @@ static guint64 hot_enter(hot_state *hot)
         guint64 v = __atomic_load_n(&hot->version, __ATOMIC_RELAXED);
         if (!(v & 1) && hot_claim(hot, v))
             return v;
-        back_off(&spins);
+        sluice__spin_wait(spins++);
     }
 }
 
@@ -334,7 +319,7 @@ decide_hot_n(hot_state *hot, const sluice__rule *rule, guint n, gint64 permits, 
         prefetch_for_write(&hot->version);
         guint64 v = __atomic_load_n(&hot->version, __ATOMIC_ACQUIRE);
         if (v & 1) {
-            back_off(&spins);
+            sluice__spin_wait(spins++);
             continue;
         }
         if (__atomic_load_n(&hot->rule, __ATOMIC_RELAXED) != rule)

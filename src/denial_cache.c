@@ -12,12 +12,12 @@
 
 #include "key_slots.h"
 #include "limiter.h"
+#include "spin_wait.h"
 
-/* A reader that finds its slot being written spins, then yields, then asks the
- * backend: a miss for every write would send a flood's callers to Redis each time
- * one of them stores the denial they all just got. */
-#define SPIN_TRIES 64
-#define WAIT_TRIES 96
+/* A reader that finds its slot being written waits (sluice__spin_wait), then asks
+ * the backend: a miss for every write would send a flood's callers to Redis each
+ * time one of them stores the denial they all just got. */
+#define WAIT_TRIES (SLUICE__SPINS_BEFORE_YIELD + 32)
 
 /* Readers take no lock: a slot is a seqlock. Its writer (holding the slot's
  * stripe) makes seq odd, changes the fields, and makes it even again; a reader
@@ -67,8 +67,7 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
         if (before & 1) { /* being written: a few stores, unless its writer was preempted */
             if (tries >= WAIT_TRIES)
                 return FALSE; /* the backend decides this one */
-            if (tries >= SPIN_TRIES)
-                g_thread_yield();
+            sluice__spin_wait(tries);
             continue;
         }
         if (!sluice__slot_key_holds(&s->key, &k) || LOAD(&s->backend) != backend ||
