@@ -190,9 +190,7 @@ static void sliding_window(const call *c, sluice__verdict *v)
  * whole µs plus r/L µs (0 <= r < L, q rounded toward minus infinity). The answers
  * in µs are rounded up (docs/algorithms.md). lua/prelude.lua computes the same. */
 
-typedef struct {
-    gint64 q, r;
-} span;
+typedef sluice__span span;
 
 typedef struct {
     gint64 l, w;   /* L and W (µs)          */
@@ -218,22 +216,22 @@ static gint64 muldivmod(gint64 a, gint64 b, gint64 d, gint64 *rest)
     return (gint64)(wide / (unsigned __int128)d);
 }
 
-static span span_add(const rate *t, span a, span b)
+static span span_add(gint64 l, span a, span b)
 {
     span s = {a.q + b.q, a.r + b.r};
-    if (s.r >= t->l) {
+    if (s.r >= l) {
         s.q++;
-        s.r -= t->l;
+        s.r -= l;
     }
     return s;
 }
 
-static span span_sub(const rate *t, span a, span b)
+static span span_sub(gint64 l, span a, span b)
 {
     span s = {a.q - b.q, a.r - b.r};
     if (s.r < 0) {
         s.q--;
-        s.r += t->l;
+        s.r += l;
     }
     return s;
 }
@@ -294,11 +292,11 @@ static const rate_memo *rate_memo_of(const sluice__rule *rule)
 
 /* The time a state stored as (q, r) in 1/d-ths of a µs, in 1/L-ths: when the limit
  * changed since (a reload), rounded up to the next whole µs: never earlier. */
-static span stored_time(const rate *t, gint64 q, gint64 r, gint64 d)
+static span stored_time(gint64 l, gint64 q, gint64 r, gint64 d)
 {
-    if (d != t->l && r > 0)
+    if (d != l && r > 0)
         return (span){q + 1, 0};
-    return (span){q, d != t->l ? 0 : r};
+    return (span){q, d != l ? 0 : r};
 }
 
 static void token_bucket(const call *c, sluice__verdict *v)
@@ -310,15 +308,15 @@ static void token_bucket(const call *c, sluice__verdict *v)
 
     if (s->started) {
         tokens = s->a;
-        last = stored_time(&t, s->b, s->c, s->d);
+        last = stored_time(t.l, s->b, s->c, s->d);
         if (tokens < burst && !span_le(now, last)) {
-            span elapsed = span_sub(&t, now, last);
+            span elapsed = span_sub(t.l, now, last);
             if (span_le(times_t(&t, burst - tokens), elapsed)) {
                 tokens = burst;
             } else {
                 gint64 gained = per_t(&t, elapsed);
                 tokens += gained;
-                last = span_add(&t, last, times_t(&t, gained));
+                last = span_add(t.l, last, times_t(&t, gained));
             }
         }
         if (tokens >= burst) {
@@ -329,7 +327,7 @@ static void token_bucket(const call *c, sluice__verdict *v)
     /* when the need - tokens missing tokens are due, from now */
     span due_in = {0, 0};
     if (tokens < c->need)
-        due_in = span_add(&t, span_sub(&t, last, now), times_t(&t, c->need - tokens));
+        due_in = span_add(t.l, span_sub(t.l, last, now), times_t(&t, c->need - tokens));
     v->allowed = tokens >= c->need;
     v->wait_us = 0;
     if (!v->allowed && c->consume && c->reserve_us > 0 && span_ceil(due_in) <= c->reserve_us) {
@@ -348,37 +346,74 @@ static void token_bucket(const call *c, sluice__verdict *v)
     v->reset_after_us =
         tokens >= burst
             ? 0
-            : span_ceil(span_add(&t, span_sub(&t, last, now), times_t(&t, burst - tokens)));
+            : span_ceil(span_add(t.l, span_sub(t.l, last, now), times_t(&t, burst - tokens)));
     v->retry_after_us = v->allowed ? -1 : span_ceil(due_in);
+}
+
+/* gcra in three steps (algorithm.h), for the memory backend's lock-free state: the
+ * plan before the state is read, the admission and the next tat between reading it
+ * and committing, the answer after. */
+static void gcra_plan(const sluice__rule *rule, gint64 now_us, gint64 need, gboolean consume,
+                      sluice__gcra_plan *p)
+{
+    const rate_memo *m = rate_memo_of(rule);
+    gint64 l = m->t.l;
+    p->rule = rule;
+    p->l = l;
+    p->consume = consume;
+    p->now = (span){now_us, 0};
+    p->inc = times_t(&m->t, need);
+    p->never = !span_le(p->inc, m->capacity); /* more than the burst */
+    p->latest = p->never ? p->now : span_sub(l, span_add(l, p->now, m->capacity), p->inc);
+}
+
+span sluice__gcra_tat(const sluice__gcra_plan *p, gboolean started, gint64 a, gint64 b, gint64 d)
+{
+    return started ? stored_time(p->l, a, b, d) : p->now;
+}
+
+/* new_ttl = max(tat - now, 0) + inc <= DVT, as now + DVT - inc, worked out ahead */
+gboolean sluice__gcra_admits(const sluice__gcra_plan *p, span tat)
+{
+    return !p->never && span_le(tat, p->latest);
+}
+
+span sluice__gcra_next(const sluice__gcra_plan *p, span tat)
+{
+    return span_add(p->l, span_le(tat, p->now) ? p->now : tat, p->inc);
+}
+
+/* The answer's fields of a gcra decision on tat, v->allowed set. */
+static void gcra_fields(const sluice__gcra_plan *p, span tat, sluice__verdict *v)
+{
+    const rate_memo *m = rate_memo_of(p->rule);
+    gint64 l = p->l;
+    span dvt = m->capacity, ttl = {0, 0}; /* ttl = tat - now, at least 0 */
+    if (!span_le(tat, p->now))
+        ttl = span_sub(l, tat, p->now);
+    span new_ttl = span_add(l, ttl, p->inc);
+    if (v->allowed && p->consume)
+        ttl = new_ttl;
+    v->remaining = span_le(dvt, ttl) ? 0 : per_t(&m->t, span_sub(l, dvt, ttl));
+    v->reset_after_us = span_ceil(ttl);
+    v->retry_after_us = v->allowed ? -1 : span_ceil(span_sub(l, new_ttl, dvt));
 }
 
 static void gcra(const call *c, sluice__verdict *v)
 {
     sluice__state *s = c->s;
-    const rate_memo *m = rate_memo_of(c->rule);
-    rate t = m->t;
-    span now = {c->now, 0}, ttl = {0, 0}; /* ttl = tat - now, at least 0 */
-    span dvt = m->capacity;
-
-    if (s->started) {
-        span tat = stored_time(&t, s->a, s->b, s->d);
-        if (!span_le(tat, now))
-            ttl = span_sub(&t, tat, now);
-    }
-    span new_ttl = span_add(&t, ttl, times_t(&t, c->need));
-
-    v->allowed = span_le(new_ttl, dvt); /* now >= allow_at = new_tat - DVT */
+    sluice__gcra_plan p;
+    gcra_plan(c->rule, c->now, c->need, c->consume, &p);
+    span tat = sluice__gcra_tat(&p, s->started, s->a, s->b, s->d);
+    v->allowed = sluice__gcra_admits(&p, tat);
     if (v->allowed && c->consume) {
-        ttl = new_ttl;
-        span tat = span_add(&t, now, ttl);
-        s->a = tat.q;
-        s->b = tat.r;
-        s->d = t.l;
+        span next = sluice__gcra_next(&p, tat);
+        s->a = next.q;
+        s->b = next.r;
+        s->d = p.l;
         s->started = TRUE;
     }
-    v->remaining = span_le(dvt, ttl) ? 0 : per_t(&t, span_sub(&t, dvt, ttl));
-    v->reset_after_us = span_ceil(ttl);
-    v->retry_after_us = v->allowed ? -1 : span_ceil(span_sub(&t, new_ttl, dvt));
+    gcra_fields(&p, tat, v);
 }
 
 static void concurrency(const call *c, sluice__verdict *v)
@@ -399,6 +434,39 @@ static void concurrency(const call *c, sluice__verdict *v)
     v->reset_after_us = leases->total > 0 ? runs_newest(leases) - c->now : 0;
 }
 
+/* The permits a call is decided for: one for a peek; capacity + 1 for more than the
+ * capacity, which keeps the arithmetic small and is denied either way. */
+static inline gint64 need_of(gint64 permits, gint64 capacity)
+{
+    gint64 need = permits > 0 ? permits : 1;
+    return need > capacity ? capacity + 1 : need;
+}
+
+/* TRUE when an admission is stored: not a peek, not more than the capacity, not dry. */
+static inline gboolean consumes(gint64 permits, gint64 capacity, gboolean dry)
+{
+    return !dry && permits > 0 && permits <= capacity;
+}
+
+/* The fields of the answer the algorithm does not set (but may: wait_us, leased). */
+static inline void verdict_start(sluice__verdict *v, gint64 capacity)
+{
+    v->limit = capacity;
+    v->wait_us = 0;
+    v->leased = 0;
+    v->shadow_denied = FALSE;
+    v->refused = 0;
+}
+
+/* More permits than the capacity never pass, whatever the state. */
+static inline void verdict_finish(sluice__verdict *v, gint64 permits, gint64 capacity)
+{
+    if (permits > capacity) {
+        v->allowed = FALSE;
+        v->retry_after_us = -1;
+    }
+}
+
 /* One band: decides with `rule` on `state`; dry: as if the call consumed, but
  * without changing the state (the first pass of a rule with bands). Inlined into
  * the decision of a rule without bands, the common one. */
@@ -411,17 +479,11 @@ decide_one(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64
               state,
               now_us,
               epoch_us,
-              permits > 0 ? permits : 1,
-              !dry && permits > 0 && permits <= capacity,
+              need_of(permits, capacity),
+              consumes(permits, capacity, dry),
               permits <= capacity ? MIN(reserve_us, SLUICE__MAX_RESERVE_US) : 0};
 
-    v->limit = capacity;
-    v->wait_us = 0;
-    v->leased = 0;
-    v->shadow_denied = FALSE;
-    v->refused = 0;
-    if (c.need > capacity)
-        c.need = capacity + 1; /* keeps the arithmetic small; denied either way */
+    verdict_start(v, capacity);
     switch (rule->algorithm) {
     case SLUICE__FIXED_WINDOW:
         fixed_window(&c, v);
@@ -442,10 +504,30 @@ decide_one(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64
         concurrency(&c, v);
         break;
     }
-    if (permits > capacity) {
-        v->allowed = FALSE;
-        v->retry_after_us = -1;
-    }
+    verdict_finish(v, permits, capacity);
+}
+
+gboolean sluice__gcra_plannable(const sluice__rule *rule)
+{
+    return rule->algorithm == SLUICE__GCRA && sluice__rule_bands(rule) == 1;
+}
+
+void sluice__gcra_plan_of(const sluice__rule *rule, gint64 now_us, gint64 permits,
+                          sluice__gcra_plan *plan)
+{
+    gint64 capacity = sluice__rule_capacity(rule);
+    gcra_plan(rule, now_us, need_of(permits, capacity), consumes(permits, capacity, FALSE), plan);
+    plan->permits = permits;
+}
+
+void sluice__gcra_answer(const sluice__gcra_plan *plan, span tat, gboolean admitted,
+                         sluice__verdict *v)
+{
+    gint64 capacity = sluice__rule_capacity(plan->rule);
+    verdict_start(v, capacity);
+    v->allowed = admitted;
+    gcra_fields(plan, tat, v);
+    verdict_finish(v, plan->permits, capacity);
 }
 
 /* Band i of rule (its own limit: 0) as decide_one decides it. */

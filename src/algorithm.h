@@ -59,6 +59,47 @@ typedef struct {
 void sluice__decide(const sluice__rule *rule, sluice__state *states, gint64 now_us, gint64 epoch_us,
                     gint64 permits, gint64 reserve_us, sluice__verdict *verdict);
 
+/* ---- gcra in three steps ------------------------------------------------------
+ * The memory backend decides a gcra rule without bands on its lock-free state in
+ * three steps, so that between reading the state and the CAS that commits it there
+ * is only a comparison and an addition: sluice__gcra_plan_of before the state is read
+ * (what the rule, the time and the permits alone decide), sluice__gcra_admits and
+ * sluice__gcra_next between, sluice__gcra_answer after. Together they decide as
+ * sluice__decide does, which decides gcra with them. */
+
+/* A time or a duration, exact: q whole µs plus r/L µs, 0 <= r < L (L: the limit). */
+typedef struct {
+    gint64 q, r;
+} sluice__span;
+
+typedef struct {
+    const sluice__rule *rule;
+    gint64 permits;      /* as asked (0: a peek at one)                             */
+    gint64 l;            /* L, the unit of the spans' r                             */
+    gboolean consume;    /* an admission is stored (not a peek, not over capacity)  */
+    gboolean never;      /* more permits than the burst: no state admits them       */
+    sluice__span now;    /* the time decided at                                     */
+    sluice__span inc;    /* what the permits add to the tat: permits x T            */
+    sluice__span latest; /* the latest tat that admits them: now + burst x T - inc  */
+} sluice__gcra_plan;
+
+/* TRUE for a gcra rule without bands, which the three steps decide. */
+gboolean sluice__gcra_plannable(const sluice__rule *rule);
+/* The plan of a decision on `permits` permits at now_us. */
+void sluice__gcra_plan_of(const sluice__rule *rule, gint64 now_us, gint64 permits,
+                          sluice__gcra_plan *plan);
+/* The tat of a state stored as started, a, b, d (sluice__state's), as the plan reads
+ * it: now for a fresh state (one whose tat is past decides alike). */
+sluice__span sluice__gcra_tat(const sluice__gcra_plan *plan, gboolean started, gint64 a, gint64 b,
+                              gint64 d);
+/* TRUE when a state with this tat admits the plan's permits. */
+gboolean sluice__gcra_admits(const sluice__gcra_plan *plan, sluice__span tat);
+/* The tat an admission stores (as a, b, with d = plan->l and started). */
+sluice__span sluice__gcra_next(const sluice__gcra_plan *plan, sluice__span tat);
+/* The answer of the decision on a state with this tat, admitted or not. */
+void sluice__gcra_answer(const sluice__gcra_plan *plan, sluice__span tat, gboolean admitted,
+                         sluice__verdict *verdict);
+
 /* Gives back `permits` concurrency permits, oldest lease first. */
 void sluice__release(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits);
 

@@ -300,6 +300,19 @@ static void hot_leave(hot_state *hot, guint64 held)
     __atomic_store_n(&hot->version, held + 2, __ATOMIC_RELEASE);
 }
 
+/* The version of the state when no writer holds it (even), its line asked for as a
+ * write would. */
+static inline __attribute__((always_inline)) guint64 hot_stable(hot_state *hot, guint *spins)
+{
+    for (;;) {
+        prefetch_for_write(&hot->version);
+        guint64 v = __atomic_load_n(&hot->version, __ATOMIC_ACQUIRE);
+        if (!(v & 1))
+            return v;
+        sluice__spin_wait((*spins)++);
+    }
+}
+
 /* Decides on the lock-free shared state (n bands), laid out for rule: FALSE (and nothing
  * decided) when it is laid out for another rule. *decided_us: the time decided at.
  *
@@ -316,12 +329,7 @@ decide_hot_n(hot_state *hot, const sluice__rule *rule, guint n, gint64 permits, 
     hot_band seen[1 + SLUICE__MAX_BANDS];
     gint64 now = sluice__clock_now();
     for (;;) {
-        prefetch_for_write(&hot->version);
-        guint64 v = __atomic_load_n(&hot->version, __ATOMIC_ACQUIRE);
-        if (v & 1) {
-            sluice__spin_wait(spins++);
-            continue;
-        }
+        guint64 v = hot_stable(hot, &spins);
         if (__atomic_load_n(&hot->rule, __ATOMIC_RELAXED) != rule)
             return FALSE;
         hot_load(hot, states, seen, n);
@@ -352,11 +360,60 @@ static SLUICE__OUT_OF_LINE gboolean decide_hot_bands(hot_state *hot, const sluic
                         decided_us);
 }
 
-/* decide_hot_n for the rule's bands: one (no bands, the common rule) unrolled. */
+/* decide_hot_n for a gcra rule without bands, in the three steps of algorithm.h: between
+ * reading the state and the CAS only a comparison and an addition, so that another
+ * thread's commit seldom falls in between (which would cost this one a retry and
+ * the cache line's passage). */
+static inline __attribute__((always_inline)) gboolean
+decide_hot_gcra(hot_state *hot, const sluice__rule *rule, gint64 permits, sluice__verdict *verdict,
+                gint64 *decided_us)
+{
+    guint spins = 0;
+    hot_band *band = &hot->bands[0];
+    sluice__gcra_plan plan;
+    gint64 now = sluice__clock_now();
+    sluice__gcra_plan_of(rule, now, permits, &plan);
+    for (;;) {
+        guint64 v = hot_stable(hot, &spins);
+        if (__atomic_load_n(&hot->rule, __ATOMIC_RELAXED) != rule)
+            return FALSE;
+        gint64 last = LOAD(hot->decided);
+        if (G_UNLIKELY(now < last)) { /* not before that one's */
+            now = in_order(sluice__clock_now(), last);
+            sluice__gcra_plan_of(rule, now, permits, &plan);
+        }
+        sluice__span tat = sluice__gcra_tat(&plan, (gboolean)LOAD(band->started), LOAD(band->a),
+                                            LOAD(band->b), LOAD(band->d));
+        gboolean admitted = sluice__gcra_admits(&plan, tat);
+        if (admitted && plan.consume) {
+            sluice__span next = sluice__gcra_next(&plan, tat);
+            if (!hot_claim(hot, v))
+                continue;
+            STORE(band->started, (gint64)TRUE);
+            STORE(band->a, next.q);
+            STORE(band->b, next.r);
+            STORE(band->d, plan.l);
+            STORE(hot->decided, now);
+            hot_leave(hot, v);
+        } else if (__atomic_load_n(&hot->version, __ATOMIC_RELAXED) != v) {
+            continue; /* nothing to store: the state must be as read */
+        }
+        sluice__gcra_answer(&plan, tat, admitted, verdict);
+        *decided_us = now;
+        return TRUE;
+    }
+}
+
+/* decide_hot_n for the rule's bands: one (no bands, the common rule) unrolled, gcra
+ * in three steps. */
 static inline __attribute__((always_inline)) gboolean
 decide_hot(hot_state *hot, const sluice__rule *rule, gint64 permits, gint64 reserve_us,
            sluice__verdict *verdict, gint64 *decided_us)
 {
+    /* both ways are common: told either is likely, GCC lays the other out of the
+     * straight path, 2.5-3 ns slower */
+    if (__builtin_expect_with_probability(sluice__gcra_plannable(rule), 1, 0.5))
+        return decide_hot_gcra(hot, rule, permits, verdict, decided_us);
     if (G_LIKELY(sluice__rule_bands(rule) == 1))
         return decide_hot_n(hot, rule, 1, permits, reserve_us, verdict, decided_us);
     return decide_hot_bands(hot, rule, permits, reserve_us, verdict, decided_us);
