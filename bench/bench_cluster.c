@@ -3,8 +3,8 @@
  * each master's share of the script calls, and the time from a master's death to decisions on
  * its slots resuming.
  *
- * Throughput: a redis-server and a Cluster of 3 masters (tests/redis_server.c,
- * tests/redis_cluster.c) run side by side; each round runs THREADS threads calling
+ * Throughput: a redis-server and a Cluster of 3 masters (tests/support/redis_server.c,
+ * tests/support/redis_cluster.c) run side by side; each round runs THREADS threads calling
  * sluice_acquire over KEYS callers of one per-key token_bucket (every call an admission)
  * for RUN_NS against each in turn (one first in odd rounds, the other in even ones), and
  * reads INFO commandstats on every server before and after. Failover: each round starts a Cluster

@@ -213,7 +213,7 @@ static char **capture_evalsha(redisContext *ctl, GError **error)
 static gboolean check_command(redisContext *ctl, char **argv, GError **error)
 {
     int argc = (int)g_strv_length(argv);
-    redisReply *r = redisCommandArgv(ctl, argc, (const char **)argv, NULL);
+    redisReply *r = redisCommandArgv(ctl, argc, (const char **)(void *)argv, NULL);
     gboolean ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == SCRIPT_REPLY &&
                   r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
     if (!ok)

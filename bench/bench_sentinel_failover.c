@@ -2,7 +2,7 @@
  * Sentinels' +switch-master, and from there to the first decision on the new master.
  *
  * Each round starts a master, its replica and three Sentinels on free loopback ports
- * (tests/redis_sentinel.c: down-after-milliseconds 400, failover-timeout 2000), has 4
+ * (tests/support/redis_sentinel.c: down-after-milliseconds 400, failover-timeout 2000), has 4
  * threads decide as fast as they can through a redis+sentinel:// URL (timeout 50ms,
  * on_error = deny), kills the master (SIGKILL), and times: the first +switch-master
  * any Sentinel publishes (a subscription of the benchmark's own), and the first

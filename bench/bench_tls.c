@@ -1,8 +1,8 @@
 /* bench_tls: what TLS costs a decision: the same rule on the same redis-server, reached
  * with redis:// (its plaintext port) and rediss:// (its TLS port), in one run.
  *
- * The certificates and the server's TLS arguments are the tests' (tests/tls_certs.c:
- * EC P-256, in a temporary directory); the server (tests/redis_server.c) listens on
+ * The certificates and the server's TLS arguments are the tests' (tests/support/tls_certs.c:
+ * EC P-256, in a temporary directory); the server (tests/support/redis_server.c) listens on
  * both ports. Each round runs, for each
  * URL in turn, 1 thread (the latency of every call: p50, p99) and 16 threads (decisions
  * a second) for RUN_NS each; ROUNDS rounds alternate, and the medians are printed with
@@ -116,7 +116,7 @@ static gboolean measure(const char *url, const char *ca, GPid server, figures *f
 
 int main(void)
 {
-    /* the tests' certificates and server arguments (tests/tls_certs.c) */
+    /* the tests' certificates and server arguments (tests/support/tls_certs.c) */
     g_autofree char *ca = test_tls_file("ca.pem");
     g_auto(GStrv) args = test_tls_server_args("server", "no", "{port1}");
     test_redis_options options = {.args = (const char *const *)args, .more_ports = 1};

@@ -139,7 +139,7 @@ static void print_round(guint round, const figures *f)
 static gboolean measure_rounds(const test_redis *s, char **evalsha, figures *table, ratios *med,
                                GError **error)
 {
-    char *ping[] = {"PING", NULL};
+    char ping_command[] = "PING", *ping[] = {ping_command, NULL};
     double p50_x[ROUNDS], rate_x[ROUNDS], cpu_x[ROUNDS];
 
     printf("the targets' rows again, %d rounds in all (the table is round 1); on a shared "
@@ -218,7 +218,7 @@ static void print_targets(const figures *f, const ratios *med)
 
 gboolean measure_all(const test_redis *s, char **evalsha, const char *tool, GError **error)
 {
-    char *ping[] = {"PING", NULL};
+    char ping_command[] = "PING", *ping[] = {ping_command, NULL};
     g_autofree char *line = g_strjoinv(" ", evalsha);
     /* other work on the machine takes CPUs from the clients and the server: say so */
     g_autofree char *load = bench_load_average();

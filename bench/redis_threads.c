@@ -42,7 +42,7 @@ static int call_once(const worker *w, redisContext *ctx, int argc)
         return sluice_acquire(PREFETCH_NAME, NULL, 1, &d, NULL);
     redisReply *r = w->kind == CALL_HIREDIS_PING
                         ? redisCommandArgv(ctx, 1, ping, NULL)
-                        : redisCommandArgv(ctx, argc, (const char **)w->evalsha, NULL);
+                        : redisCommandArgv(ctx, argc, (const char **)(void *)w->evalsha, NULL);
     int verdict = SLUICE_ERROR;
     if (r && w->kind == CALL_HIREDIS_PING)
         verdict = r->type == REDIS_REPLY_STATUS ? SLUICE_ALLOWED : SLUICE_ERROR;

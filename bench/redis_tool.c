@@ -29,7 +29,7 @@ char *tool_version(const char *program)
     const char *argv[] = {program, "--version", NULL};
     char *out = NULL;
     int status;
-    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL,
+    if (!g_spawn_sync(NULL, test_strv(argv), NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL,
                       NULL, NULL, &out, NULL, &status, NULL) ||
         !g_spawn_check_wait_status(status, NULL)) {
         g_free(out);
@@ -115,7 +115,7 @@ static gboolean run_tool(const test_redis *s, char **command, guint clients, gui
     const char *options[] = {
         "redis-benchmark", "-h", "127.0.0.1", "-p", port, "-c", c, "-P", pl, "-n", n, "--csv"};
     for (gsize i = 0; i < G_N_ELEMENTS(options); i++)
-        g_ptr_array_add(argv, (gpointer)options[i]);
+        g_ptr_array_add(argv, test_unconst(options[i]));
     for (gsize i = 0; command[i]; i++)
         g_ptr_array_add(argv, command[i]);
     g_ptr_array_add(argv, NULL);

@@ -229,7 +229,7 @@ typedef struct {
     handler_func handler;
 } route;
 
-static const route routes[] = {
+static route routes[] = {
     {"/hello", hello},
     {"/export", export_report},
     {"/login", login},
@@ -366,7 +366,7 @@ int main(int argc, char **argv)
         goto err;
     server = soup_server_new("server-header", "sluice-http-service ", NULL);
     for (gsize i = 0; i < G_N_ELEMENTS(routes); i++)
-        soup_server_add_handler(server, routes[i].path, on_request, (gpointer)&routes[i], NULL);
+        soup_server_add_handler(server, routes[i].path, on_request, &routes[i], NULL);
     int got = listen_loopback(server, &error);
     if (!got)
         goto err;

@@ -1,7 +1,7 @@
 # Sourced by scripts/demo and scripts/test: installs the Debian 12 packages sluice
 # needs when they are missing (as root through apt-get; otherwise says what to install).
 # libsoup-3.0-dev: examples/http_service and tests/check_http_service.
-# redis-sentinel: the redis-sentinel command that tests/redis_sentinel.c starts (three
+# redis-sentinel: the redis-sentinel command that tests/support/redis_sentinel.c starts (three
 # Sentinels watching a master and its replica, for the redis+sentinel:// tests).
 # librsvg2-bin (rsvg-convert) and libpng-dev: tests/check_replay_svg renders the SVG of
 # `sluice replay --svg` in a real renderer and reads the PNG back.

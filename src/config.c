@@ -176,9 +176,10 @@ static void check_keys(reader *r, const char *const *known)
     for (gsize i = 0; keys && keys[i]; i++) {
         if (g_strv_contains(known, keys[i]))
             continue;
-        g_autofree char *list = g_strjoinv(", ", (char **)known);
-        g_autofree char *why = g_strdup_printf("unknown key; expected one of %s", list);
-        problem(r, keys[i], NULL, why);
+        g_autoptr(GString) why = g_string_new("unknown key; expected one of ");
+        for (gsize k = 0; known[k]; k++)
+            g_string_append_printf(why, "%s%s", k ? ", " : "", known[k]);
+        problem(r, keys[i], NULL, why->str);
     }
 }
 

@@ -133,7 +133,7 @@ START_TEST(test_a_concurrency_waiter_wakes_on_release_and_the_loop_keeps_serving
     guint ticker = g_timeout_add(10, tick, NULL);
     gint64 t0 = g_get_monotonic_time();
     sluice_acquire_async("c", NULL, 1, NULL, on_done, &r);
-    g_timeout_add(300, release_one, "c");
+    g_timeout_add(300, release_one, test_unconst("c"));
     run_until(1, 4000);
     g_source_remove(ticker);
     ck_assert_int_eq(r.code, SLUICE_ALLOWED);

@@ -25,12 +25,12 @@ static void result_free(result *r)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(result, result_free)
 
 /* Runs argv (argv[0] is the program) and waits for it. */
-static result *spawn(char **argv)
+static result *spawn(const char *const *argv)
 {
     result *r = g_new0(result, 1);
     g_autoptr(GError) error = NULL;
     int wait_status;
-    ck_assert_msg(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r->out, &r->err,
+    ck_assert_msg(g_spawn_sync(NULL, test_strv(argv), NULL, G_SPAWN_DEFAULT, NULL, NULL, &r->out, &r->err,
                                &wait_status, &error),
                   "cannot run %s: %s", argv[0], error ? error->message : "");
     ck_assert_msg(WIFEXITED(wait_status), "%s did not exit: %d", argv[0], wait_status);
@@ -42,11 +42,11 @@ static result *spawn(char **argv)
 static result *sluicev(const char *const *args)
 {
     g_autoptr(GPtrArray) argv = g_ptr_array_new();
-    g_ptr_array_add(argv, (char *)SLUICE_CLI_PATH);
+    g_ptr_array_add(argv, test_unconst(SLUICE_CLI_PATH));
     for (; *args; args++)
-        g_ptr_array_add(argv, (char *)*args);
+        g_ptr_array_add(argv, test_unconst(*args));
     g_ptr_array_add(argv, NULL);
-    return spawn((char **)argv->pdata);
+    return spawn((const char *const *)argv->pdata);
 }
 
 /* The same with the arguments that follow. */
@@ -58,7 +58,7 @@ static result *sluice(const char *first, ...)
     va_list list;
     va_start(list, first);
     for (const char *a = first; a; a = va_arg(list, const char *))
-        g_ptr_array_add(args, (char *)a);
+        g_ptr_array_add(args, test_unconst(a));
     va_end(list);
     g_ptr_array_add(args, NULL);
     return sluicev((const char *const *)args->pdata);
@@ -517,7 +517,7 @@ START_TEST(replay_reads_the_trace_from_stdin)
         g_autofree char *q_trace = g_shell_quote(trace_path);
         g_autofree char *line = g_strdup_printf("exec %s replay -c %s%s < %s", q_cli, q_path,
                                                 dash ? " -" : "", q_trace);
-        char *argv[] = {"/bin/sh", "-c", line, NULL};
+        const char *argv[] = {"/bin/sh", "-c", line, NULL};
         g_autoptr(result) r = spawn(argv);
         ck_run(r, 0, replayed, "sluice replay: stdin: no rule [limit:other]: not limited\n");
     }

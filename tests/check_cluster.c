@@ -321,7 +321,7 @@ START_TEST(a_dead_master_costs_only_its_slots_and_its_replica_takes_over_within_
                   " timed out; the masters waited %.0f ms for a CPU): %s",
                   f.errors_elsewhere, f.timeouts_elsewhere, f.starved_us / 1000.0,
                   f.first_error_elsewhere);
-    test_cluster_stop((test_cluster *)f.c);
+    test_cluster_stop(test_unconst(f.c));
 }
 END_TEST
 
@@ -333,7 +333,7 @@ START_TEST(with_full_coverage_every_call_follows_on_error_until_the_failover_end
      * by the policy; all resume after */
     g_print("full coverage: %" G_GINT64_FORMAT " calls on the live masters' slots failed: %s\n",
             f.errors_elsewhere, f.first_error_elsewhere ? f.first_error_elsewhere : "none");
-    test_cluster_stop((test_cluster *)f.c);
+    test_cluster_stop(test_unconst(f.c));
 }
 END_TEST
 

@@ -79,9 +79,9 @@ static service *spawn(const char *const *args)
 {
     service *s = g_new0(service, 1);
     GPtrArray *argv = g_ptr_array_new();
-    g_ptr_array_add(argv, (gpointer)SLUICE_HTTP_SERVICE);
+    g_ptr_array_add(argv, test_unconst(SLUICE_HTTP_SERVICE));
     for (gsize i = 0; args[i]; i++)
-        g_ptr_array_add(argv, (gpointer)args[i]);
+        g_ptr_array_add(argv, test_unconst(args[i]));
     g_ptr_array_add(argv, NULL);
     int log_fd = g_file_open_tmp("sluice-http-XXXXXX.log", &s->log_path, NULL);
     ck_assert_int_ge(log_fd, 0);

@@ -19,9 +19,9 @@
 static void run(int status, const char *out, const char *err, const char *const *args)
 {
     g_autoptr(GPtrArray) argv = g_ptr_array_new();
-    g_ptr_array_add(argv, (char *)SLUICE_CLI_PATH);
+    g_ptr_array_add(argv, test_unconst(SLUICE_CLI_PATH));
     for (; *args; args++)
-        g_ptr_array_add(argv, (char *)*args);
+        g_ptr_array_add(argv, test_unconst(*args));
     g_ptr_array_add(argv, NULL);
     g_autofree char *got_out = NULL, *got_err = NULL;
     g_autoptr(GError) error = NULL;

@@ -432,6 +432,14 @@ static gint64 random_permits(GRand *rand, const ref_rule *r)
 
 /* The next random call: *now moves on, the permits, and for token_bucket now and
  * then a reservation of up to a window. */
+/* The decimal text of v, owned by `owned` (a GPtrArray that frees with g_free). */
+static const char *own_decimal(GPtrArray *owned, gint64 v)
+{
+    char *text = g_strdup_printf("%" G_GINT64_FORMAT, v);
+    g_ptr_array_add(owned, text);
+    return text;
+}
+
 static void random_call(GRand *rand, const ref_rule *r, gint64 *now, gint64 *permits,
                         gint64 *reserve)
 {
@@ -595,7 +603,7 @@ START_TEST(the_scripts_match_exact_fractions_over_millions_of_steps)
             /* EVAL script 1 key, ARGV[1..9] (2..4: limit, window, burst; 8: a time
              * override, so keys live an hour), then now, permits, reserve per step */
             const int argc = 3 + 1 + 9 + 3 * LUA_BATCH;
-            g_autofree char **argv = g_new0(char *, argc);
+            g_autofree const char **argv = g_new0(const char *, argc);
             g_autoptr(GPtrArray) owned = g_ptr_array_new_with_free_func(g_free);
             sluice__verdict want[LUA_BATCH];
             int n = 0;
@@ -605,17 +613,16 @@ START_TEST(the_scripts_match_exact_fractions_over_millions_of_steps)
             argv[n++] = key;
             const gint64 head[9] = {0, r.l, r.w, r.b, 0, 0, 0, 1, 0};
             for (int i = 0; i < 9; i++)
-                g_ptr_array_add(owned, argv[n++] = g_strdup_printf("%" G_GINT64_FORMAT, head[i]));
+                argv[n++] = own_decimal(owned, head[i]);
             for (int i = 0; i < LUA_BATCH; i++) {
                 gint64 permits, reserve;
                 random_call(rand, &r, &now, &permits, &reserve);
                 ref_decide(&r, &ref, now, permits, reserve, &want[i]);
                 const gint64 call[3] = {now, permits, reserve};
                 for (int k = 0; k < 3; k++)
-                    g_ptr_array_add(owned,
-                                    argv[n++] = g_strdup_printf("%" G_GINT64_FORMAT, call[k]));
+                    argv[n++] = own_decimal(owned, call[k]);
             }
-            redisReply *reply = redisCommandArgv(c, n, (const char **)argv, NULL);
+            redisReply *reply = redisCommandArgv(c, n, argv, NULL);
             ck_assert_msg(reply && reply->type == REDIS_REPLY_ARRAY &&
                               reply->elements == 6 * LUA_BATCH,
                           "%s", reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "");

@@ -30,13 +30,13 @@ static const char *looser = "[limit:api]\nalgorithm = fixed_window\nlimit = 6\nw
 
 /* Runs argv; its stdout, after asserting it exited 0 with nothing on stderr but
  * the replay's note on names without a rule. */
-static char *run(char **argv)
+static char *run(const char *const *argv)
 {
     g_autofree char *err = NULL;
     g_autoptr(GError) error = NULL;
     char *out = NULL;
     int status;
-    ck_assert_msg(g_spawn_sync(NULL, argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err,
+    ck_assert_msg(g_spawn_sync(NULL, test_strv(argv), NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err,
                                &status, &error),
                   "cannot run %s: %s", argv[0], error ? error->message : "");
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: status %d, stderr: %s",
@@ -200,8 +200,8 @@ static void assert_summary(const panel *x, const char *out, const char *svg)
 static char *draw(const char *keyfile, const char *trace, char **out)
 {
     g_autofree char *svg_path = g_strdup_printf("%s.svg", trace);
-    char *lines = run((char *[]){SLUICE_CLI_PATH, "replay", "-c", (char *)keyfile, "--svg",
-                                 svg_path, (char *)trace, NULL});
+    char *lines = run((const char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg",
+                                 svg_path, trace, NULL});
     if (out)
         *out = lines;
     else
@@ -252,7 +252,7 @@ START_TEST(the_svg_has_the_replays_buckets_and_totals)
 
     /* --svg - writes the same picture to stdout, and no lines */
     g_autofree char *to_stdout =
-        run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", "-", trace, NULL});
+        run((const char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", "-", trace, NULL});
     ck_assert_str_eq(to_stdout, svg);
     g_unlink(trace);
 }
@@ -264,7 +264,7 @@ START_TEST(compare_draws_each_keyfile_on_the_same_trace)
     g_autofree char *other = fixture_write_keyfile(looser);
     g_autofree char *trace = write_trace();
     g_autofree char *svg_path = g_strdup_printf("%s.svg", trace);
-    g_autofree char *out = run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--compare",
+    g_autofree char *out = run((const char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--compare",
                                           other, "--svg", svg_path, trace, NULL});
     /* each replay's lines after a line naming its keyfile */
     g_autofree char *first = g_strdup_printf("# replay of %s\n", keyfile);
@@ -295,7 +295,7 @@ START_TEST(compare_draws_each_keyfile_on_the_same_trace)
     g_autofree char *q_trace = g_shell_quote(trace);
     g_autofree char *line = g_strdup_printf("cat %s | %s replay -c %s --compare %s --svg -",
                                             q_trace, q_cli, q_keyfile, q_other);
-    g_autofree char *piped = run((char *[]){"sh", "-c", line, NULL});
+    g_autofree char *piped = run((const char *[]){"sh", "-c", line, NULL});
     ck_assert_str_eq(piped, svg);
     g_unlink(svg_path);
     g_unlink(trace);
@@ -364,7 +364,7 @@ START_TEST(the_picture_stays_small_whatever_the_trace)
             g_string_append_printf(text, "%d api\n", ms);
         g_autofree char *trace = fixture_write_keyfile(text->str);
         g_autofree char *svg =
-            run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", "-", trace, NULL});
+            run((const char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", "-", trace, NULL});
         g_autoptr(GPtrArray) panels = read_svg(svg);
         ck_assert_int_eq(panels->len, 1);
         panel *api = g_ptr_array_index(panels, 0);
@@ -430,8 +430,8 @@ START_TEST(rsvg_convert_renders_it_to_a_picture_that_is_not_blank)
     g_autofree char *svg_path = g_strdup_printf("%s.svg", trace);
     g_autofree char *png_path = g_strdup_printf("%s.png", trace);
     g_free(
-        run((char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", svg_path, trace, NULL}));
-    g_free(run((char *[]){"rsvg-convert", "-o", png_path, svg_path, NULL}));
+        run((const char *[]){SLUICE_CLI_PATH, "replay", "-c", keyfile, "--svg", svg_path, trace, NULL}));
+    g_free(run((const char *[]){"rsvg-convert", "-o", png_path, svg_path, NULL}));
 
     png_image image, grey_image;
     g_autofree guint8 *rgb = read_png(png_path, PNG_FORMAT_RGB, &image);

@@ -513,7 +513,7 @@ START_TEST(reload_and_shutdown_stop_the_thread_that_follows_the_master)
 END_TEST
 
 /* ThreadSanitizer's runtime can hang a thread started in the child of a
- * multi-threaded fork (tests/fixture.c): the child's side is checked in the other
+ * multi-threaded fork (tests/support/fixture.c): the child's side is checked in the other
  * builds. */
 #if defined(__SANITIZE_THREAD__)
 #define CHILD_THREADS FALSE

@@ -97,7 +97,7 @@ static void count_in_threads(const char *name)
 {
     GThread *threads[COUNTING_THREADS];
     for (int i = 0; i < COUNTING_THREADS; i++)
-        threads[i] = g_thread_new("counting", count_calls, (gpointer)name);
+        threads[i] = g_thread_new("counting", count_calls, test_unconst(name));
     for (int i = 0; i < COUNTING_THREADS; i++)
         g_thread_join(threads[i]);
 }
@@ -177,19 +177,19 @@ RATE_LIMITED_FUNCTION(int, watched, (void), (), "watched", shadow_busy, NULL)
     return 1;
 }
 
-static sluice_descriptor *found;
+static const sluice_descriptor *found;
 
 static void find_descriptor(const sluice_descriptor *d, gboolean has_rule, gpointer function)
 {
     (void)has_rule;
     if (g_strcmp0(d->function, function) == 0)
-        found = (sluice_descriptor *)d;
+        found = d;
 }
 
 static void function_stats(const char *function, sluice_stats *out)
 {
     found = NULL;
-    sluice_descriptors_foreach(find_descriptor, (gpointer)function);
+    sluice_descriptors_foreach(find_descriptor, test_unconst(function));
     ck_assert_ptr_nonnull(found);
     sluice_descriptor_stats(found, out);
 }

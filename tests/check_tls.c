@@ -201,7 +201,7 @@ END_TEST
 /* ---- each bad certificate, refused at init with its reason ------------------------------- */
 
 static const struct {
-    const char *server; /* tests/tls_certs.sh's certificate */
+    const char *server; /* tests/support/tls_certs.sh's certificate */
     const char *says;
 } bad[] = {
     {"other-server", "TLS: certificate not signed by a trusted CA"},

@@ -94,7 +94,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "sluice: no command '%s'; try 'sluice --help'\n", argv[2]);
             return CLI_EXIT_USAGE;
         }
-        char *help[] = {argv[0], "--help", NULL};
+        char help_option[] = "--help", *help[] = {argv[0], help_option, NULL};
         return run(c, 2, help);
     }
     const command *c = find_command(first);

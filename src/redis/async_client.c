@@ -59,7 +59,7 @@ typedef struct {
 
 /* What a reply in the queue answers when it is not a request: a setup command, or
  * ASKING (whose reply says nothing: the command's after it does). */
-static const char auth_step[] = "AUTH", select_step[] = "SELECT", asking_step[] = "ASKING";
+static char auth_step[] = "AUTH", select_step[] = "SELECT", asking_step[] = "ASKING";
 
 typedef enum { RESOLVING, CONNECTING, HANDSHAKE, READY, CLOSED } stage;
 
@@ -286,7 +286,7 @@ static void send_on(request *r, connection *c, gboolean asking)
         return;
     }
     if (asking)
-        append(c, 1, (const char *[]){"ASKING"}, (gpointer)asking_step);
+        append(c, 1, (const char *[]){"ASKING"}, asking_step);
     append(c, r->script.argc, r->script.argv, r);
     flush(c); /* may fail and close c, concluding r */
     watch(c);
@@ -562,13 +562,13 @@ static connection *connection_for(sluice__redis_node *node, GMainContext *contex
     c->out = g_byte_array_new();
     g_queue_init(&c->awaited);
     if (e->password && e->user)
-        append(c, 3, (const char *[]){"AUTH", e->user, e->password}, (gpointer)auth_step);
+        append(c, 3, (const char *[]){"AUTH", e->user, e->password}, auth_step);
     else if (e->password)
-        append(c, 2, (const char *[]){"AUTH", e->password}, (gpointer)auth_step);
+        append(c, 2, (const char *[]){"AUTH", e->password}, auth_step);
     if (e->db != 0) {
         char db[24];
         db[sluice__redis_decimal(db, e->db)] = '\0';
-        append(c, 2, (const char *[]){"SELECT", db}, (gpointer)select_step);
+        append(c, 2, (const char *[]){"SELECT", db}, select_step);
     }
     g_mutex_lock(&a->lock);
     g_hash_table_replace(a->connections, context, c);

@@ -345,9 +345,10 @@ static sluice__redis_outcome io_failed(int e, int err_errno, int reason, int *sa
     return SLUICE__REDIS_BROKEN;
 }
 
-/* One SSL_read (read) or SSL_write under s's lock: the bytes moved (> 0), or 0 and
- * what to wait for in *wait, or -1 and the failure in *o and *saved_errno. */
-static int ssl_io(sluice__tls *s, gboolean read, void *data, gsize len, short *wait,
+/* One SSL_read into `in` (when it is not NULL) or SSL_write of `out` under s's lock:
+ * the bytes moved (> 0), or 0 and what to wait for in *wait, or -1 and the failure
+ * in *o and *saved_errno. */
+static int ssl_io(sluice__tls *s, void *in, const void *out, gsize len, short *wait,
                   sluice__redis_outcome *o, int *saved_errno)
 {
     int n = (int)MIN(len, (gsize)G_MAXINT);
@@ -357,7 +358,7 @@ static int ssl_io(sluice__tls *s, gboolean read, void *data, gsize len, short *w
     if (ERR_peek_error() != 0)
         ERR_clear_error();
     errno = 0;
-    n = read ? SSL_read(s->ssl, data, n) : SSL_write(s->ssl, data, n);
+    n = in ? SSL_read(s->ssl, in, n) : SSL_write(s->ssl, out, n);
     if (n > 0) {
         g_mutex_unlock(&s->lock);
         return n;
@@ -382,7 +383,7 @@ sluice__redis_outcome sluice__tls_send_some(sluice__tls *s, const char *data, gs
     sluice__redis_outcome o = SLUICE__REDIS_SENT;
     *sent = 0;
     while (*sent < len) {
-        int n = ssl_io(s, FALSE, (void *)(data + *sent), len - *sent, wait, &o, saved_errno);
+        int n = ssl_io(s, NULL, data + *sent, len - *sent, wait, &o, saved_errno);
         if (n <= 0)
             return n == 0 ? SLUICE__REDIS_SENT : o;
         *sent += (gsize)n;
@@ -400,7 +401,7 @@ sluice__redis_outcome sluice__tls_receive_some(sluice__tls *s, redisReader *read
      * ahead: as much as the socket had, in one recv()); what is still in the socket,
      * poll() reports. Reading on to EAGAIN would cost a system call a reply. */
     do {
-        int n = ssl_io(s, TRUE, buf, sizeof buf, wait, &o, saved_errno);
+        int n = ssl_io(s, buf, NULL, sizeof buf, wait, &o, saved_errno);
         if (n < 0)
             return *got > 0 ? SLUICE__REDIS_SENT : o; /* the failure shows on the next read */
         if (n == 0)

@@ -33,7 +33,7 @@ void fixture_resume(void);
  * =cluster, =sentinel, =tls, below). */
 gboolean fixture_on_redis(void);
 /* TRUE when SLUICE_TEST_BACKEND=tls, cluster_tls or sentinel_tls: the servers
- * (and Sentinels) speak TLS too (tests/tls_certs.h), and the keyfile of
+ * (and Sentinels) speak TLS too (tests/support/tls_certs.h), and the keyfile of
  * fixture_contents reaches them with rediss:// (rediss+cluster://,
  * rediss+sentinel://) and tls_ca_file. */
 gboolean fixture_on_tls(void);
@@ -56,7 +56,7 @@ gboolean fixture_on_cluster(void);
 /* The suite's Cluster (NULL unless on a Cluster). */
 test_cluster *fixture_cluster(void);
 /* TRUE when SLUICE_TEST_BACKEND=sentinel: fixture_run starts a master, its replica
- * and three Sentinels (tests/redis_sentinel.h), keyfiles name the master through
+ * and three Sentinels (tests/support/redis_sentinel.h), keyfiles name the master through
  * them (redis+sentinel://), and fixture_on_redis is TRUE too. */
 #include "redis_sentinel.h"
 gboolean fixture_on_sentinel(void);

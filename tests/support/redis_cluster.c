@@ -224,13 +224,13 @@ static test_redis *start_node(const test_cluster_options *o, const char *cert)
                           o->password ? "--masterauth" : NULL, o->password, NULL};
     g_autoptr(GPtrArray) all = g_ptr_array_new();
     for (int i = 0; args[i]; i++)
-        g_ptr_array_add(all, (gpointer)args[i]);
+        g_ptr_array_add(all, test_unconst(args[i]));
     g_auto(GStrv) tls = o->tls ? test_tls_server_args(cert, "optional", "{port2}") : NULL;
     static const char *const tls_only[] = {"--tls-cluster", "yes", "--tls-replication", "yes"};
     for (int i = 0; tls && tls[i]; i++)
         g_ptr_array_add(all, tls[i]);
     for (guint i = 0; tls && i < G_N_ELEMENTS(tls_only); i++)
-        g_ptr_array_add(all, (gpointer)tls_only[i]);
+        g_ptr_array_add(all, test_unconst(tls_only[i]));
     g_ptr_array_add(all, NULL);
     test_redis_options options = {.args = (const char *const *)all->pdata,
                                   .password = o->password,

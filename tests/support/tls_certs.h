@@ -7,13 +7,13 @@
 
 #include "redis_server.h"
 
-/* The path of one of tests/tls_certs.sh's files ("ca.pem", "client.key", ...) in a
+/* The path of one of tests/support/tls_certs.sh's files ("ca.pem", "client.key", ...) in a
  * temporary directory made once per process (removed when the process that made
  * it exits; call it before forking, so that forked tests share one). g_free it. */
 char *test_tls_file(const char *name);
 
 /* The redis-server (or redis-sentinel) arguments that make it speak TLS on port
- * (a "{port1}" of tests/redis_server.h) with the certificate NAME.pem, trusting
+ * (a "{port1}" of tests/support/redis_server.h) with the certificate NAME.pem, trusting
  * ca.pem, asking clients for a certificate as auth_clients says (no, optional,
  * yes), and showing client.pem when it connects to another server itself (a
  * Cluster's bus, a replica, a Sentinel). NULL-ended; g_strfreev it. */

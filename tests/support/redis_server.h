@@ -6,6 +6,8 @@
 #include <glib.h>
 #include <hiredis/hiredis.h>
 
+#include "unconst.h"
+
 #define TEST_REDIS_PORTS 4 /* ports[0] (the client port) and up to 3 more */
 
 /* How to start one server; a zeroed struct starts a plain one. Every string may hold

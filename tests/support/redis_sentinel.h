@@ -13,10 +13,10 @@ typedef struct {
     const char *password;          /* the data nodes' (requirepass, masterauth), or NULL */
     const char *sentinel_password; /* the Sentinels' own (requirepass), or NULL */
     int down_after_ms;             /* how long the master must not answer: 0 for 400 ms */
-    gboolean tls;                /* every server and Sentinel speaks TLS too (tests/tls_certs.h) on
+    gboolean tls;                /* every server and Sentinel speaks TLS too (tests/support/tls_certs.h) on
                                   * ports[1]; replication and the Sentinels' own links are TLS only */
     const char *tls_master_cert; /* with tls: node[0]'s certificate (a name of
-                                  * tests/tls_certs.sh), the others' being "server";
+                                  * tests/support/tls_certs.sh), the others' being "server";
                                   * NULL: "server" too */
 } test_sentinel_options;
 

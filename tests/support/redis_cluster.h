@@ -16,11 +16,11 @@ typedef struct {
     gboolean partial;          /* cluster-require-full-coverage no: the slots of a dead
                                 * master fail, the others go on                        */
     const char *password;      /* requirepass and masterauth of every node, or NULL    */
-    gboolean tls;              /* every node speaks TLS too (tests/tls_certs.h) on
+    gboolean tls;              /* every node speaks TLS too (tests/support/tls_certs.h) on
                                 * ports[2], and the bus and replication are TLS only:
                                 * tls-cluster, tls-replication */
     const char *tls_last_cert; /* with tls: the last node's certificate (a name of
-                                * tests/tls_certs.sh), the others' being "server";
+                                * tests/support/tls_certs.sh), the others' being "server";
                                 * NULL: "server" too */
 } test_cluster_options;
 

@@ -114,13 +114,13 @@ static test_redis *start_server(const test_sentinel *s, const char *config, cons
 {
     g_autoptr(GPtrArray) all = g_ptr_array_new();
     for (int i = 0; args && args[i]; i++)
-        g_ptr_array_add(all, (gpointer)args[i]);
+        g_ptr_array_add(all, test_unconst(args[i]));
     g_auto(GStrv) tls = s->tls ? test_tls_server_args(cert, "optional", "{port1}") : NULL;
     for (int i = 0; tls && tls[i]; i++)
         g_ptr_array_add(all, tls[i]);
     if (tls) {
-        g_ptr_array_add(all, "--tls-replication");
-        g_ptr_array_add(all, "yes");
+        g_ptr_array_add(all, test_unconst("--tls-replication"));
+        g_ptr_array_add(all, test_unconst("yes"));
     }
     g_ptr_array_add(all, NULL);
     test_redis_options options = {.program = config ? "redis-sentinel" : NULL,

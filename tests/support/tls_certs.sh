@@ -1,5 +1,5 @@
 #!/bin/sh
-# Makes the TLS test certificates in DIR with the openssl command (tests/tls_certs.c runs it):
+# Makes the TLS test certificates in DIR with the openssl command (tests/support/tls_certs.c runs it):
 #   ca.pem              the CA the tests trust
 #   server.pem/.key     the server, signed by ca.pem, for 127.0.0.1, ::1 and localhost
 #   client.pem/.key     a client certificate signed by ca.pem (mTLS)

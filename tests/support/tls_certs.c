@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static char *dir;     /* the certificates, made by tests/tls_certs.sh */
+static char *dir;     /* the certificates, made by tests/support/tls_certs.sh */
 static pid_t made_by; /* only that process removes them (forked tests exit too) */
 
 static void remove_certs(void)
@@ -22,7 +22,7 @@ char *test_tls_file(const char *name)
         int status = -1;
         g_autoptr(GError) error = NULL;
         if (!dir ||
-            !g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL,
+            !g_spawn_sync(NULL, test_strv(argv), NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL,
                           &status, &error) ||
             !g_spawn_check_wait_status(status, NULL)) {
             g_printerr("tls_certs: %s failed (is the openssl command installed?) %s\n",
@@ -59,7 +59,7 @@ char **test_tls_server_args(const char *name, const char *auth_clients, const ch
                           "--tls-client-key-file",
                           client_key,
                           NULL};
-    return g_strdupv((char **)args);
+    return g_strdupv(test_strv(args));
 }
 
 test_redis *test_tls_start(const char *name, const char *auth_clients)

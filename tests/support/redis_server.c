@@ -369,7 +369,7 @@ test_redis *test_redis_try_start(const test_redis_options *options, GError **err
     redis->owner = getpid();
     redis->program = g_strdup(options->program ? options->program : "redis-server");
     redis->password = g_strdup(options->password);
-    redis->args = g_strdupv((char **)options->args);
+    redis->args = g_strdupv(test_strv(options->args));
     redis->config = g_strdup(options->config);
     redis->more_ports = options->more_ports;
     redis->own_dir = options->dir == NULL;
