@@ -26,12 +26,13 @@
 
 #include "bench_redis.h"
 #include "setup.h"
+#include "timing.h"
 
 #ifndef SLUICE_BENCH_LUA_DIR
 #error "SLUICE_BENCH_LUA_DIR: the lua/ directory of the source tree"
 #endif
 
-#define WATCHDOG_S 240 /* the whole program: killed, with its server, after this */
+#define WATCHDOG_S 480 /* the whole program: killed, with its server, after this */
 
 /* The keyfile, written to a temporary file (%d: the port, then the prefetch). The bucket holds
  * 10^12 permits and refills 10^6 a second: every decision is an admission, so every call runs the
@@ -56,7 +57,36 @@ static const char keyfile_format[] = "# written by bench_redis: a limit that nev
                                      "window = 1s\n"
                                      "burst = 1000000000000\n"
                                      "per_key = false\n"
-                                     "prefetch = %d\n";
+                                     "prefetch = %d\n"
+                                     "\n"
+                                     /* the rows per algorithm (redis_algorithms.c) */
+                                     "[limit:bench.fixed_window]\n"
+                                     "algorithm = fixed_window\n"
+                                     "limit = 1000000000000\n"
+                                     "window = 1h\n"
+                                     "per_key = false\n"
+                                     "[limit:bench.sliding_window]\n"
+                                     "algorithm = sliding_window\n"
+                                     "limit = 1000000000\n"
+                                     "window = 1h\n"
+                                     "per_key = false\n"
+                                     "[limit:bench.token_bucket]\n"
+                                     "algorithm = token_bucket\n"
+                                     "limit = 1000000\n"
+                                     "window = 1s\n"
+                                     "burst = 1000000000000\n"
+                                     "per_key = false\n"
+                                     "[limit:bench.gcra]\n"
+                                     "algorithm = gcra\n"
+                                     "limit = 1000000\n"
+                                     "window = 1s\n"
+                                     "burst = 1000000000000\n"
+                                     "per_key = false\n"
+                                     "[limit:bench.sliding_log]\n"
+                                     "algorithm = sliding_log\n"
+                                     "limit = 100000\n"
+                                     "window = 100ms\n"
+                                     "per_key = false\n";
 
 /* ---- the server, and the watchdog ------------------------------------------------- */
 
@@ -238,8 +268,11 @@ int main(int argc, char **argv)
     gboolean initialized = FALSE;
     int status = 1;
 
-    if (argc > 1) {
-        fprintf(stderr, "usage: %s   (starts its own redis-server; needs redis-benchmark)\n",
+    gboolean only_algorithms = argc == 2 && strcmp(argv[1], "algorithms") == 0;
+    if (argc > 1 && !only_algorithms) {
+        fprintf(stderr,
+                "usage: %s [algorithms]   (starts its own redis-server; needs redis-benchmark;\n"
+                "  algorithms: only the rows per algorithm, next to the peer)\n",
                 argv[0]);
         return 2;
     }
@@ -277,6 +310,15 @@ int main(int argc, char **argv)
     initialized = bench_init(keyfile, &error);
     if (!initialized) {
         fprintf(stderr, "bench_redis: %s\n", error->message);
+        goto out;
+    }
+    if (only_algorithms) {
+        bench_print_version("redis");
+        g_autofree char *load = bench_load_average();
+        printf("redis-server on 127.0.0.1:%d, started for this run; load average %s\n\n", s->port,
+               load);
+        measure_algorithms(s);
+        status = 0;
         goto out;
     }
     evalsha = capture_evalsha(ctl, &error);

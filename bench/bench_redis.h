@@ -55,17 +55,17 @@ typedef enum {
     CALL_HIREDIS_EVALSHA
 } call_kind;
 
-/* One run of `kind` calls on `threads` threads (evalsha: the command sluice sends); FALSE when
- * a thread's array filled up, or when some calls were not admitted (the figure would not be
- * that of the script's allowed path). */
-gboolean measure_threads(const test_redis *s, call_kind kind, char **evalsha, guint threads,
-                         figures *f);
+/* One run of `kind` calls on `threads` threads (limit: CALL_SLUICE's limit, NULL: LIMIT_NAME;
+ * evalsha: the command sluice sends); FALSE when a thread's array filled up, or when some calls
+ * were not admitted (the figure would not be that of the script's allowed path). */
+gboolean measure_threads(const test_redis *s, call_kind kind, const char *limit, char **evalsha,
+                         guint threads, figures *f);
 
 /* ---- redis_async.c: sluice_acquire_async, many decisions in flight ---- */
 
-/* One run of sluice_acquire_async on this thread with `in_flight` decisions out at all times;
- * FALSE when some were not admitted. */
-gboolean measure_async(const test_redis *s, guint in_flight, figures *f);
+/* One run of sluice_acquire_async of limit (NULL: LIMIT_NAME) on this thread with `in_flight`
+ * decisions out at all times; FALSE when some were not admitted. */
+gboolean measure_async(const test_redis *s, const char *limit, guint in_flight, figures *f);
 
 /* ---- redis_tool.c: redis-benchmark ---- */
 
@@ -79,6 +79,11 @@ char *tool_version(const char *program);
  * fails, lasts too long or prints no figures. */
 gboolean measure_tool(const test_redis *s, char **command, guint clients, guint pipeline,
                       figures *f, GError **error);
+
+/* ---- redis_algorithms.c: every algorithm, next to rate-limiter-flexible ---- */
+
+/* Measures and prints the rows per algorithm and the peer's, then their targets. */
+void measure_algorithms(const test_redis *s);
 
 /* ---- redis_report.c: the table, the rounds of the targets, the targets ---- */
 

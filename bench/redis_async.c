@@ -10,6 +10,7 @@
 #include "timing.h"
 
 typedef struct {
+    const char *limit;
     GMainContext *context;
     gint64 deadline_ns;
     guint32 *latency_ns;
@@ -47,13 +48,15 @@ static void async_done(GObject *source, GAsyncResult *result, gpointer data)
 static void async_start(async_call *c)
 {
     c->t0 = bench_now_ns();
-    sluice_acquire_async(LIMIT_NAME, NULL, 1, NULL, async_done, c);
+    sluice_acquire_async(c->run->limit, NULL, 1, NULL, async_done, c);
 }
 
 /* Each completion starts the next, until the deadline. */
-gboolean measure_async(const test_redis *s, guint in_flight, figures *f)
+gboolean measure_async(const test_redis *s, const char *limit, guint in_flight, figures *f)
 {
-    async_run run = {.context = g_main_context_new(), .capacity = LATENCIES};
+    async_run run = {.limit = limit ? limit : LIMIT_NAME,
+                     .context = g_main_context_new(),
+                     .capacity = LATENCIES};
     async_call *calls = g_new0(async_call, in_flight);
 
     run.latency_ns = g_new(guint32, run.capacity);

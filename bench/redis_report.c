@@ -156,10 +156,10 @@ static gboolean measure_rounds(const test_redis *s, char **evalsha, figures *tab
         figures f[FIGURES];
         if (!measure_tool(s, ping, 1, 1, &f[PING1], error))
             return FALSE;
-        measure_threads(s, CALL_SLUICE, evalsha, 1, &f[SLUICE1]);
+        measure_threads(s, CALL_SLUICE, NULL, evalsha, 1, &f[SLUICE1]);
         if (!measure_tool(s, evalsha, THREADS_MANY, 1, &f[EVAL16], error))
             return FALSE;
-        measure_threads(s, CALL_SLUICE, evalsha, THREADS_MANY, &f[SLUICE16]);
+        measure_threads(s, CALL_SLUICE, NULL, evalsha, THREADS_MANY, &f[SLUICE16]);
         print_round(r + 1, f);
         p50_x[r] = ratios_of(f).p50_x;
         rate_x[r] = ratios_of(f).rate_x;
@@ -238,9 +238,9 @@ gboolean measure_all(const test_redis *s, char **evalsha, const char *tool, GErr
     print_header();
     for (guint i = 0; i < FIGURES; i++) {
         if (rows[i].source == THREADS)
-            measure_threads(s, rows[i].kind, evalsha, rows[i].clients_n, &f[i]);
+            measure_threads(s, rows[i].kind, NULL, evalsha, rows[i].clients_n, &f[i]);
         else if (rows[i].source == ASYNC)
-            measure_async(s, rows[i].clients_n, &f[i]);
+            measure_async(s, NULL, rows[i].clients_n, &f[i]);
         else if (!measure_tool(s, rows[i].source == TOOL_EVALSHA ? evalsha : ping,
                                rows[i].clients_n, rows[i].pipeline, &f[i], error))
             return FALSE;
@@ -251,5 +251,7 @@ gboolean measure_all(const test_redis *s, char **evalsha, const char *tool, GErr
     if (!measure_rounds(s, evalsha, f, &med, error))
         return FALSE;
     print_targets(f, &med);
+    printf("\n");
+    measure_algorithms(s);
     return TRUE;
 }

@@ -21,6 +21,7 @@ typedef struct {
 typedef struct {
     race *race;
     call_kind kind;
+    const char *limit;        /* sluice: the limit called */
     const test_redis *server; /* hiredis: where to connect */
     char **evalsha;           /* hiredis: the command sluice sends */
     guint32 *latency_ns;      /* capacity entries, allocated and touched before the run */
@@ -37,7 +38,7 @@ static int call_once(const worker *w, redisContext *ctx, int argc)
     sluice_decision d;
 
     if (w->kind == CALL_SLUICE)
-        return sluice_acquire(LIMIT_NAME, NULL, 1, &d, NULL);
+        return sluice_acquire(w->limit, NULL, 1, &d, NULL);
     if (w->kind == CALL_SLUICE_PREFETCH)
         return sluice_acquire(PREFETCH_NAME, NULL, 1, &d, NULL);
     redisReply *r = w->kind == CALL_HIREDIS_PING
@@ -96,8 +97,8 @@ static gpointer work(gpointer p)
     return NULL;
 }
 
-gboolean measure_threads(const test_redis *s, call_kind kind, char **evalsha, guint threads,
-                         figures *f)
+gboolean measure_threads(const test_redis *s, call_kind kind, const char *limit, char **evalsha,
+                         guint threads, figures *f)
 {
     race r = {.ready = 0, .go = FALSE};
     worker w[THREADS_MANY];
@@ -108,7 +109,10 @@ gboolean measure_threads(const test_redis *s, call_kind kind, char **evalsha, gu
     g_mutex_init(&r.lock);
     g_cond_init(&r.cond);
     for (guint i = 0; i < threads; i++) {
-        w[i] = (worker){&r, kind, s, evalsha, g_new(guint32, capacity), capacity, 0, 0, 0, 0};
+        w[i] = (worker){&r,       kind,    limit ? limit : LIMIT_NAME,
+                        s,        evalsha, g_new(guint32, capacity),
+                        capacity, 0,       0,
+                        0,        0};
         memset(w[i].latency_ns, 0, capacity * sizeof(guint32)); /* fault the pages in now */
         t[i] = g_thread_new("bench", work, &w[i]);
     }

@@ -18,6 +18,10 @@ SLUICE_DEBIAN_PACKAGES=(build-essential cmake pkg-config libglib2.0-dev check li
 # Only for `scripts/test --valgrind` and `scripts/test --fuzz` (libFuzzer is in clang's runtime).
 SLUICE_VALGRIND_PACKAGES=(valgrind)
 SLUICE_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
+# Only for scripts/bench: bench_redis's peer (bench/peer_rlf.js) is rate-limiter-flexible's
+# RateLimiterRedis on ioredis, under node; the library and the tests never need them.
+SLUICE_BENCH_NODE_PACKAGES=(nodejs npm)
+SLUICE_BENCH_NPM_PACKAGES=(rate-limiter-flexible@11.4.0 ioredis@6.0.0)
 
 sluice_install_deps() {
     local missing=()
@@ -35,4 +39,18 @@ sluice_install_deps() {
         return 1
     fi
     apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+}
+
+# Installs node and npm when missing, then SLUICE_BENCH_NPM_PACKAGES into $1/node_modules
+# unless they are there: the directory bench_redis reads as SLUICE_BENCH_NODE_DIR.
+sluice_install_bench_node() {
+    local dir=$1
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+        sluice_install_deps "${SLUICE_BENCH_NODE_PACKAGES[@]}" || return 1
+    fi
+    [ -f "$dir/node_modules/rate-limiter-flexible/package.json" ] &&
+        [ -f "$dir/node_modules/ioredis/package.json" ] && return 0
+    mkdir -p "$dir"
+    npm install --prefix "$dir" --no-audit --no-fund --no-save --loglevel=error \
+        "${SLUICE_BENCH_NPM_PACKAGES[@]}"
 }
