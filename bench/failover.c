@@ -16,16 +16,17 @@ static gpointer decide(gpointer p)
         int result = sluice_acquire(r->name, r->keys ? r->keys[k] : NULL, 1, NULL, &error);
         gint64 received = g_get_monotonic_time();
         g_atomic_int_inc(&r->calls);
-        if (result == SLUICE_ERROR)
+        if (result == SLUICE_FAILED)
             g_atomic_int_inc(&r->failed);
         gboolean victim = !r->on_victim || r->on_victim[k];
         g_mutex_lock(&r->lock);
-        if (result == SLUICE_ERROR && !victim && r->failed_elsewhere++ == 0)
+        if (result == SLUICE_FAILED && !victim && r->failed_elsewhere++ == 0)
             r->first_elsewhere = g_strdup(error ? error->message : "?");
         if (victim && r->killed && sent >= r->killed) {
-            if (result == SLUICE_ERROR && !r->failing[k])
+            if (result == SLUICE_FAILED && !r->failing[k])
                 r->failing[k] = sent;
-            else if (result != SLUICE_ERROR && r->failing[k] && sent > r->failing[k] && !r->resumed)
+            else if (result != SLUICE_FAILED && r->failing[k] && sent > r->failing[k] &&
+                     !r->resumed)
                 r->resumed = received;
         }
         g_mutex_unlock(&r->lock);

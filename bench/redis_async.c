@@ -35,7 +35,7 @@ static void async_done(GObject *source, GAsyncResult *result, gpointer data)
     int verdict = sluice_acquire_finish(result, NULL, NULL);
     gint64 t = bench_now_ns();
     run->denied += verdict == SLUICE_DENIED;
-    run->errors += verdict == SLUICE_ERROR;
+    run->errors += verdict == SLUICE_FAILED;
     if (run->calls < run->capacity)
         run->latency_ns[run->calls++] = (guint32)MIN(t - c->t0, (gint64)G_MAXUINT32);
     run->end_ns = MAX(run->end_ns, t);

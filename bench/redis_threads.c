@@ -31,7 +31,7 @@ typedef struct {
     gint64 end_ns;
 } worker;
 
-/* One call of the worker's kind: SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_ERROR. */
+/* One call of the worker's kind: SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_FAILED. */
 static int call_once(const worker *w, redisContext *ctx, int argc)
 {
     static const char *ping[] = {"PING"};
@@ -44,9 +44,9 @@ static int call_once(const worker *w, redisContext *ctx, int argc)
     redisReply *r = w->kind == CALL_HIREDIS_PING
                         ? redisCommandArgv(ctx, 1, ping, NULL)
                         : redisCommandArgv(ctx, argc, (const char **)(void *)w->evalsha, NULL);
-    int verdict = SLUICE_ERROR;
+    int verdict = SLUICE_FAILED;
     if (r && w->kind == CALL_HIREDIS_PING)
-        verdict = r->type == REDIS_REPLY_STATUS ? SLUICE_ALLOWED : SLUICE_ERROR;
+        verdict = r->type == REDIS_REPLY_STATUS ? SLUICE_ALLOWED : SLUICE_FAILED;
     else if (r && r->type == REDIS_REPLY_ARRAY && r->elements == SCRIPT_REPLY)
         verdict = r->element[0]->integer == 1 ? SLUICE_ALLOWED : SLUICE_DENIED;
     if (r)
@@ -83,7 +83,7 @@ static gpointer work(gpointer p)
         gint64 t1 = bench_now_ns();
         w->latency_ns[n++] = (guint32)MIN(t1 - t, (gint64)G_MAXUINT32);
         denied += verdict == SLUICE_DENIED;
-        errors += verdict == SLUICE_ERROR;
+        errors += verdict == SLUICE_FAILED;
         t = t1;
     }
     w->calls = n;

@@ -87,7 +87,7 @@ static void admitted(job *j)
 static int too_many(job *j, const char *name, const char *key)
 {
     sluice_decision d;
-    if (sluice_last_decision(&d) == SLUICE_ERROR)
+    if (sluice_last_decision(&d) == SLUICE_FAILED)
         return unavailable(j, name, "on_error = deny");
     sluice_headers_from_decision(&d, &j->headers, NULL);
     const char *retry = "never";

@@ -19,7 +19,7 @@ static int acquire(const char *name, const char *key, gint64 permits, gint64 wai
     sluice__limiter *limiter;
     if (!sluice__find(name, key, permits, &limiter, error)) {
         *out = sluice__engine_refused();
-        return SLUICE_ERROR;
+        return SLUICE_FAILED;
     }
     if (!limiter) {
         sluice__engine_unlimited(out);
@@ -40,7 +40,7 @@ int sluice_acquire_wait(const char *name, const char *key, gint64 permits, gint6
     if (!sluice__check_timeout_ms(timeout_ms, error)) {
         if (out)
             *out = sluice__engine_refused();
-        return SLUICE_ERROR;
+        return SLUICE_FAILED;
     }
     return acquire(name, key, permits, timeout_ms * 1000, out, error);
 }
@@ -66,11 +66,11 @@ static __thread __attribute__((tls_model("initial-exec"))) struct {
     gboolean unlimited;
     int result;
     sluice_decision decision;
-} last = {FALSE, SLUICE_ERROR, {FALSE, 0, 0, -1, 0}}; /* sluice__engine_refused() */
+} last = {FALSE, SLUICE_FAILED, {FALSE, 0, 0, -1, 0}}; /* sluice__engine_refused() */
 
 int sluice_last_decision(sluice_decision *out)
 {
-    g_return_val_if_fail(out != NULL, SLUICE_ERROR);
+    g_return_val_if_fail(out != NULL, SLUICE_FAILED);
     if (last.unlimited) {
         sluice__engine_unlimited(out);
         return SLUICE_ALLOWED;
@@ -89,7 +89,7 @@ static SLUICE__OUT_OF_LINE int enter_refused(sluice_decision *verdict, GError **
         *verdict = sluice__engine_refused();
     if (!error)
         return SLUICE__DEGRADE;
-    g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
+    g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT,
                         "descriptor, lease or verdict is NULL; expected the macros' own");
     return SLUICE__FAILED;
 }
@@ -136,7 +136,7 @@ enter_limited(sluice_descriptor *descriptor, sluice__limiter *limiter, const cha
                               0};
         sluice__counters_count(limiter->counters, SLUICE__OUTCOME_ERROR, FALSE, -1);
         sluice__stats_count(&descriptor->priv_stats, SLUICE__OUTCOME_ERROR, FALSE, -1);
-        r = SLUICE_ERROR;
+        r = SLUICE_FAILED;
     } else {
         r = sluice__engine_acquire(limiter, key, 1, -1, &d, &taken, &descriptor->priv_stats,
                                    &failure);
@@ -150,7 +150,7 @@ enter_limited(sluice_descriptor *descriptor, sluice__limiter *limiter, const cha
         lease->priv_permits = taken;
     }
     int run;
-    if (r != SLUICE_ERROR) {
+    if (r != SLUICE_FAILED) {
         run = r == SLUICE_ALLOWED ? SLUICE__RUN : SLUICE__DEGRADE;
     } else if (!error) {
         g_debug("%s: limiter failed, on_error %s: %s", descriptor->name,

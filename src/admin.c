@@ -1,5 +1,6 @@
 /* What operators' tools need: check a keyfile, describe a rule, reset a limit. */
 #include <sluice/admin.h>
+#include <sluice/error.h>
 
 #include "arguments.h"
 #include "config.h"
@@ -15,12 +16,35 @@ gboolean sluice_config_check(const char *path, GError **error)
     return config != NULL;
 }
 
-gboolean sluice_rule_get(const char *name, sluice_rule_info *out)
+/* The rule of name in the running keyfile; NULL with *error for a bad name, before
+ * sluice_init (SLUICE_ERROR_NOT_INITIALIZED) and for a name with no rule
+ * (SLUICE_ERROR_NO_RULE). */
+static const sluice__rule *rule_of(const char *name, GError **error)
 {
-    if (!out || !sluice__check_name(name, NULL))
-        return FALSE;
+    if (!sluice__check_name(name, error))
+        return NULL;
     sluice__limiter *limiter = sluice__registry_find(name);
     const sluice__rule *rule = limiter ? sluice__limiter_rule(limiter) : NULL;
+    if (rule)
+        return rule;
+    if (!limiter && !sluice__registry_active())
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED,
+                            sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
+    else
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_NO_RULE, "the keyfile has no rule [limit:%s]",
+                    name);
+    return NULL;
+}
+
+gboolean sluice_rule_get(const char *name, sluice_rule_info *out, GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    if (!out) {
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT,
+                            "out is NULL; expected where to write the rule");
+        return FALSE;
+    }
+    const sluice__rule *rule = rule_of(name, error);
     if (!rule)
         return FALSE;
     *out = (sluice_rule_info){sluice__algorithm_name(rule->algorithm),
@@ -35,12 +59,10 @@ gboolean sluice_rule_get(const char *name, sluice_rule_info *out)
 
 G_STATIC_ASSERT(SLUICE_RULE_BANDS_MAX == 1 + SLUICE__MAX_BANDS);
 
-guint sluice_rule_bands(const char *name, sluice_band_info *out, guint n)
+guint sluice_rule_bands(const char *name, sluice_band_info *out, guint n, GError **error)
 {
-    if (!sluice__check_name(name, NULL))
-        return 0;
-    sluice__limiter *limiter = sluice__registry_find(name);
-    const sluice__rule *rule = limiter ? sluice__limiter_rule(limiter) : NULL;
+    g_return_val_if_fail(error == NULL || *error == NULL, 0);
+    const sluice__rule *rule = rule_of(name, error);
     if (!rule)
         return 0;
     guint count = sluice__rule_bands(rule);

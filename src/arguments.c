@@ -13,7 +13,7 @@
 
 static gboolean invalid(GError **error, const char *what)
 {
-    g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT, "%s", what);
+    g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT, "%s", what);
     return FALSE;
 }
 
@@ -73,6 +73,6 @@ gboolean sluice__check_path(const char *path, GError **error)
                       : strnlen(path, PATH_MAX) == PATH_MAX ? "the path is longer than PATH_MAX"
                                                             : NULL;
     if (why)
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT, why);
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT, why);
     return why == NULL;
 }

@@ -165,7 +165,7 @@ static gboolean outlived(GTask *task)
     r->finished = TRUE;
     drop_sources(r);
     r->decision = sluice__engine_refused();
-    g_task_return_new_error(task, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
+    g_task_return_new_error(task, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED,
                             "sluice_shutdown was called before the decision was made");
     return TRUE;
 }
@@ -314,9 +314,9 @@ int sluice_acquire_finish(GAsyncResult *result, sluice_decision *out, GError **e
         g_task_get_source_tag(G_TASK(result)) != sluice_acquire_async) {
         if (out)
             *out = sluice__engine_refused();
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT,
                             "result is not the GAsyncResult of sluice_acquire_async");
-        return SLUICE_ERROR;
+        return SLUICE_FAILED;
     }
     request *r = g_task_get_task_data(G_TASK(result));
     GError *failure = NULL;
@@ -327,7 +327,7 @@ int sluice_acquire_finish(GAsyncResult *result, sluice_decision *out, GError **e
         if (out && g_error_matches(failure, G_IO_ERROR, G_IO_ERROR_CANCELLED))
             out->allowed = FALSE;
         g_propagate_error(error, failure);
-        return SLUICE_ERROR;
+        return SLUICE_FAILED;
     }
     return (int)code;
 }

@@ -693,7 +693,7 @@ sluice__config *sluice__config_parse(const char *data, gsize length, const char 
         /* GLib quotes the line, which may be a URL with a password */
         g_autofree char *valid = g_utf8_make_valid(local->message, -1);
         g_autofree char *why = sluice__secret_redact(valid);
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, "%s: %s", display, why);
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG, "%s: %s", display, why);
         return NULL;
     }
     groups = g_key_file_get_groups(keyfile, NULL);
@@ -714,7 +714,7 @@ sluice__config *sluice__config_parse(const char *data, gsize length, const char 
     g_strfreev(r.keys);
     g_autofree char *all = report_all(&r);
     if (all) {
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, all);
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG, all);
         return NULL;
     }
     return g_steal_pointer(&c);
@@ -729,11 +729,11 @@ sluice__config *sluice__config_load(const char *path, GError **error)
 
     if (g_stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a directory, /dev/zero */
         g_autofree char *name = g_filename_display_name(path);
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_IO, "%s: not a regular file", name);
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_IO, "%s: not a regular file", name);
         return NULL;
     }
     if (!g_file_get_contents(path, &data, &length, &local)) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_IO, "%s", local->message);
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_IO, "%s", local->message);
         return NULL;
     }
     sluice__config *c = sluice__config_parse(data, length, path, error);

@@ -76,7 +76,7 @@ static gboolean injected_failure(GError **error)
             return FALSE;
     } while (!g_atomic_int_compare_and_exchange(&failures_to_inject, n, n - 1));
     g_mutex_lock(&wake_lock);
-    g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND, "%s", failure_message);
+    g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND, "%s", failure_message);
     g_mutex_unlock(&wake_lock);
     return TRUE;
 }
@@ -427,7 +427,7 @@ int sluice__engine_count(sluice__limiter *limiter, sluice_stats *site, sluice__o
         sluice__stats_count(site, outcome, waited, elapsed);
     switch (outcome) {
     case SLUICE__OUTCOME_ERROR:
-        return SLUICE_ERROR;
+        return SLUICE_FAILED;
     case SLUICE__OUTCOME_DENIED:
         return SLUICE_DENIED;
     default:
@@ -533,7 +533,7 @@ gboolean sluice__engine_reset(sluice__limiter *limiter, const char *key, GError 
     sluice__backend *b = g_atomic_pointer_get(&backend);
     sluice__backend *l = g_atomic_pointer_get(&local);
     if (!b) {
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED,
                             sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
         return FALSE;
     }

@@ -18,7 +18,7 @@ void sluice__engine_set_backends(sluice__backend *backend, sluice__backend *loca
 void sluice__engine_breakers(sluice__breaker_func func, gpointer data);
 
 /* One decision for limiter under its current rule. wait_us < 0: the rule's wait.
- * Returns SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_ERROR (backend failure: *error
+ * Returns SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_FAILED (backend failure: *error
  * set, out->allowed is the policy's verdict). *taken is set to the permits that
  * must be given back with sluice__engine_release (concurrency), else 0. The
  * decision is counted in the limiter's stats and in `site` (a decorated

@@ -4,7 +4,7 @@
 
 static gboolean invalid(GError **error, const char *what)
 {
-    g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT, "%s", what);
+    g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT, "%s", what);
     return FALSE;
 }
 

@@ -145,7 +145,7 @@ gboolean sluice_reload(GError **error)
     if (config)
         ok = reload(error);
     else
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED,
                             sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
     g_mutex_unlock(&lifecycle);
     return ok;

@@ -19,7 +19,7 @@ gboolean sluice_stats_get(const char *name, sluice_stats *out, GError **error)
     if (!sluice__check_name(name, error))
         return FALSE;
     if (!out) {
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT,
                             "out is NULL; expected where to write the stats");
         return FALSE;
     }
@@ -29,7 +29,7 @@ gboolean sluice_stats_get(const char *name, sluice_stats *out, GError **error)
         return TRUE;
     }
     if (!sluice__registry_active()) {
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED,
                             sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
         return FALSE;
     }
@@ -44,7 +44,7 @@ guint sluice_stats_bands(const char *name, sluice_band_stats *out, guint n, GErr
     sluice__limiter *limiter = sluice__registry_find(name);
     const sluice__rule *rule = limiter ? sluice__limiter_rule(limiter) : NULL;
     if (!limiter && !sluice__registry_active())
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED,
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED,
                             sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
     if (!rule)
         return 0;

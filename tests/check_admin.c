@@ -24,7 +24,7 @@ static gint64 remaining(const char *name, const char *key)
     sluice_decision d;
     g_autoptr(GError) error = NULL;
     int rc = sluice_acquire_wait(name, key, 0, 0, &d, &error);
-    ck_assert_msg(rc != SLUICE_ERROR, "peek: %s", error ? error->message : "");
+    ck_assert_msg(rc != SLUICE_FAILED, "peek: %s", error ? error->message : "");
     return d.remaining;
 }
 
@@ -150,7 +150,7 @@ START_TEST(reset_refuses_bad_arguments_and_needs_init)
 {
     g_autoptr(GError) error = NULL;
     ck_assert(!sluice_reset("r", NULL, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED));
     g_clear_error(&error);
 
     fixture_init("[limit:r]\nlimit = 1\nwindow = 1s\n");
@@ -160,7 +160,7 @@ START_TEST(reset_refuses_bad_arguments_and_needs_init)
                               "name is not valid UTF-8"};
     for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
         ck_assert(!sluice_reset(names[i], NULL, &error));
-        ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT));
+        ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT));
         ck_assert_str_eq(error->message, messages[i]);
         g_clear_error(&error);
     }
@@ -186,7 +186,7 @@ START_TEST(reset_fails_with_the_backend)
     g_autofree char *path = fixture_write_keyfile(unreachable);
     ck_assert(sluice_init(path, NULL));
     ck_assert(!sluice_reset("r", NULL, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND));
     ck_assert_msg(strstr(error->message, "redis 127.0.0.1:1: connect"), "%s", error->message);
     sluice_shutdown();
 }
@@ -199,13 +199,13 @@ START_TEST(config_check_lists_every_problem_without_loading)
     g_autoptr(GError) error = NULL;
     g_autofree char *good = fixture_write_keyfile(unreachable);
     ck_assert(sluice_config_check(good, &error));
-    ck_assert(!sluice_rule_get("r", &(sluice_rule_info){0})); /* nothing was loaded */
+    ck_assert(!sluice_rule_get("r", &(sluice_rule_info){0}, NULL)); /* nothing was loaded */
 
     g_autofree char *bad = fixture_write_keyfile("[limit:a]\nlimit = 0\nwindow = 10\n"
                                                  "[limit:b]\nalgorithm = bogus\nlimit = 1\n"
                                                  "window = 1s\n");
     ck_assert(!sluice_config_check(bad, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG));
     g_autofree char *expected =
         g_strdup_printf("%s: [limit:a] limit = 0: must be at least 1\n"
                         "%s: [limit:a] window = 10: missing unit, e.g. 10s\n"
@@ -216,18 +216,21 @@ START_TEST(config_check_lists_every_problem_without_loading)
     g_clear_error(&error);
 
     ck_assert(!sluice_config_check("/nonexistent/limits.ini", &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_IO));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_IO));
 }
 END_TEST
 
 START_TEST(rule_get_describes_the_running_rule)
 {
+    g_autoptr(GError) error = NULL;
     sluice_rule_info info = {0};
-    ck_assert(!sluice_rule_get("tb", &info));
+    ck_assert(!sluice_rule_get("tb", &info, &error));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED));
+    g_clear_error(&error);
     fixture_init("[limit:tb]\nalgorithm = token_bucket\nlimit = 10\nwindow = 1m\nburst = 4\n"
                  "wait = 250ms\nmode = shadow\nper_key = false\n"
                  "[limit:plain]\nlimit = 5\nwindow = 10s\n");
-    ck_assert(sluice_rule_get("tb", &info));
+    ck_assert(sluice_rule_get("tb", &info, &error));
     ck_assert_str_eq(info.algorithm, "token_bucket");
     ck_assert_int_eq(info.limit, 10);
     ck_assert_int_eq(info.burst, 4);
@@ -235,15 +238,19 @@ START_TEST(rule_get_describes_the_running_rule)
     ck_assert_int_eq(info.wait_ms, 250);
     ck_assert(info.shadow);
     ck_assert(!info.per_key);
-    ck_assert(sluice_rule_get("plain", &info));
+    ck_assert(sluice_rule_get("plain", &info, NULL));
     ck_assert_str_eq(info.algorithm, "sliding_log");
     ck_assert_int_eq(info.burst, 5);
     ck_assert_int_eq(info.wait_ms, 0);
     ck_assert(!info.shadow);
     ck_assert(info.per_key);
-    ck_assert(!sluice_rule_get("none", &info));
+    ck_assert(!sluice_rule_get("none", &info, &error));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_NO_RULE));
+    ck_assert_str_eq(error->message, "the keyfile has no rule [limit:none]");
+    g_clear_error(&error);
     sluice_shutdown();
-    ck_assert(!sluice_rule_get("plain", &info));
+    ck_assert(!sluice_rule_get("plain", &info, &error));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED));
 }
 END_TEST
 

@@ -31,13 +31,13 @@ START_TEST(bad_arguments_are_refused_with_an_error)
     sluice_decision d = {TRUE, 1, 1, 1, 1};
     g_autoptr(GError) error = NULL;
     fixture_init(fixed2);
-    ck_assert_int_eq(sluice_acquire(c->name, c->key, c->permits, &d, &error), SLUICE_ERROR);
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT));
+    ck_assert_int_eq(sluice_acquire(c->name, c->key, c->permits, &d, &error), SLUICE_FAILED);
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT));
     ck_assert_str_eq(error->message, c->message);
     ck_assert_decision(d, FALSE, 0, 0, -1, 0);
     g_clear_error(&error);
     ck_assert_int_eq(sluice_acquire_wait(c->name, c->key, c->permits, 10, NULL, &error),
-                     SLUICE_ERROR);
+                     SLUICE_FAILED);
     ck_assert_str_eq(error->message, c->message);
     sluice_shutdown();
 }
@@ -48,13 +48,14 @@ START_TEST(huge_keys_and_bad_timeouts_are_refused)
     g_autoptr(GError) error = NULL;
     g_autofree char *key = g_strnfill(70000, 'k');
     fixture_init(fixed2);
-    ck_assert_int_eq(sluice_acquire("fixed", key, 1, NULL, &error), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("fixed", key, 1, NULL, &error), SLUICE_FAILED);
     ck_assert_str_eq(error->message, "key is longer than 65536 bytes");
     g_clear_error(&error);
-    ck_assert_int_eq(sluice_acquire_wait("fixed", NULL, 1, -1, NULL, &error), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire_wait("fixed", NULL, 1, -1, NULL, &error), SLUICE_FAILED);
     ck_assert_str_eq(error->message, "timeout_ms is negative; expected 0 or more");
     g_clear_error(&error);
-    ck_assert_int_eq(sluice_acquire_wait("fixed", NULL, 1, G_MAXINT64, NULL, &error), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire_wait("fixed", NULL, 1, G_MAXINT64, NULL, &error),
+                     SLUICE_FAILED);
     /* a 64 KiB key is fine */
     key[65536] = '\0';
     ck_assert_int_eq(sluice_acquire("fixed", key, 1, NULL, NULL), SLUICE_ALLOWED);
@@ -202,15 +203,15 @@ START_TEST(on_error_allow_and_deny_return_an_error_with_the_verdict)
     fixture_init("[sluice]\non_error = deny\n[limit:f]\nalgorithm = fixed_window\nlimit = 2\n"
                  "window = 10s\n");
     sluice_testing_fail_backend(1, "connection refused");
-    ck_assert_int_eq(sluice_acquire("f", NULL, 1, &d, &error), SLUICE_ERROR);
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND));
+    ck_assert_int_eq(sluice_acquire("f", NULL, 1, &d, &error), SLUICE_FAILED);
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND));
     ck_assert_str_eq(error->message, "connection refused");
     ck_assert_int_eq(d.allowed, FALSE);
     g_clear_error(&error);
     fixture_init("[sluice]\non_error = allow\n[limit:f]\nalgorithm = fixed_window\nlimit = 2\n"
                  "window = 10s\n");
     sluice_testing_fail_backend(1, "timeout");
-    ck_assert_int_eq(sluice_acquire("f", NULL, 1, &d, &error), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("f", NULL, 1, &d, &error), SLUICE_FAILED);
     ck_assert_int_eq(d.allowed, TRUE);
     /* nothing was consumed by the failed calls */
     ck_assert_int_eq(sluice_acquire("f", NULL, 0, &d, NULL), SLUICE_ALLOWED);
@@ -226,11 +227,11 @@ START_TEST(on_error_local_decides_with_the_same_rules_in_process)
     fixture_init("[sluice]\non_error = local\n[limit:f]\nalgorithm = fixed_window\nlimit = 2\n"
                  "window = 10s\n");
     sluice_testing_fail_backend(3, "down");
-    ck_assert_int_eq(sluice_acquire("f", NULL, 1, &d, NULL), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("f", NULL, 1, &d, NULL), SLUICE_FAILED);
     ck_assert_int_eq(d.allowed, TRUE);
-    ck_assert_int_eq(sluice_acquire("f", NULL, 1, &d, NULL), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("f", NULL, 1, &d, NULL), SLUICE_FAILED);
     ck_assert_int_eq(d.allowed, TRUE);
-    ck_assert_int_eq(sluice_acquire("f", NULL, 1, &d, NULL), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("f", NULL, 1, &d, NULL), SLUICE_FAILED);
     ck_assert_decision(d, FALSE, 2, 0, 10000, 10000);
     sluice_shutdown();
 }
@@ -326,7 +327,7 @@ START_TEST(a_bad_reload_keeps_the_running_rules)
     sluice_shutdown();
     g_clear_error(&error);
     ck_assert(!sluice_reload(&error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED));
 }
 END_TEST
 

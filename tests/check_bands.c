@@ -283,30 +283,34 @@ START_TEST(the_bands_of_a_rule_are_listed_in_keyfile_order)
     sluice_band_info b[SLUICE_RULE_BANDS_MAX];
     fixture_clock_start(S);
     fixture_init(bands);
-    ck_assert_uint_eq(sluice_rule_bands("tb", b, G_N_ELEMENTS(b)), 2);
+    ck_assert_uint_eq(sluice_rule_bands("tb", b, G_N_ELEMENTS(b), NULL), 2);
     ck_assert_int_eq(b[0].limit, 10);
     ck_assert_int_eq(b[0].window_ms, 1000);
     ck_assert_int_eq(b[1].limit, 20);
     ck_assert_int_eq(b[1].window_ms, 10000);
     ck_assert_int_eq(b[1].burst, 20);
     ck_assert(!b[1].shadow);
-    ck_assert_uint_eq(sluice_rule_bands("log", b, 1), 3); /* fills 1, says 3 */
+    ck_assert_uint_eq(sluice_rule_bands("log", b, 1, NULL), 3); /* fills 1, says 3 */
     ck_assert_int_eq(b[0].limit, 3);
-    ck_assert_uint_eq(sluice_rule_bands("log", NULL, 0), 3);
-    ck_assert_uint_eq(sluice_rule_bands("sh", b, G_N_ELEMENTS(b)), 2);
+    ck_assert_uint_eq(sluice_rule_bands("log", NULL, 0, NULL), 3);
+    ck_assert_uint_eq(sluice_rule_bands("sh", b, G_N_ELEMENTS(b), NULL), 2);
     ck_assert(!b[0].shadow);
     ck_assert(b[1].shadow);
     ck_assert_int_eq(b[1].limit, 2);
-    ck_assert_uint_eq(sluice_rule_bands("nope", b, G_N_ELEMENTS(b)), 0);
+    g_autoptr(GError) error = NULL;
+    ck_assert_uint_eq(sluice_rule_bands("nope", b, G_N_ELEMENTS(b), &error), 0);
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_NO_RULE));
+    g_clear_error(&error);
     sluice_band_stats s[SLUICE_RULE_BANDS_MAX];
     ck_assert_uint_eq(sluice_stats_bands("sh", s, G_N_ELEMENTS(s), NULL), 2);
     ck_assert(s[1].shadow && s[1].limit == 2 && s[1].window_ms == 1000 && s[1].refused == 0);
     ck_assert_uint_eq(sluice_stats_bands("nope", s, G_N_ELEMENTS(s), NULL), 0);
     sluice_shutdown();
-    ck_assert_uint_eq(sluice_rule_bands("tb", b, G_N_ELEMENTS(b)), 0);
-    g_autoptr(GError) error = NULL;
+    ck_assert_uint_eq(sluice_rule_bands("tb", b, G_N_ELEMENTS(b), &error), 0);
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED));
+    g_clear_error(&error);
     ck_assert_uint_eq(sluice_stats_bands("tb", s, G_N_ELEMENTS(s), &error), 0);
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED));
 }
 END_TEST
 

@@ -76,7 +76,7 @@ static gpointer share(gpointer p)
         int r = sluice_acquire("shared", key, 1, &d, &error);
         if (r == SLUICE_ALLOWED)
             g_atomic_int_inc(&w->t->admitted[k]);
-        else if (r == SLUICE_ERROR)
+        else if (r == SLUICE_FAILED)
             g_atomic_int_inc(&w->t->errors);
     }
     g_rand_free(rand);
@@ -193,15 +193,15 @@ static gpointer decide(gpointer p)
         g_mutex_lock(&f->lock);
         f->calls++;
         f->slowest_us = MAX(f->slowest_us, took);
-        if (r == SLUICE_ERROR && d.allowed) /* on_error = deny */
+        if (r == SLUICE_FAILED && d.allowed) /* on_error = deny */
             f->broke_policy++;
-        if (r == SLUICE_ERROR && !on_victim) {
+        if (r == SLUICE_FAILED && !on_victim) {
             f->errors_elsewhere++;
             f->timeouts_elsewhere += error && g_str_has_suffix(error->message, "timed out");
             if (!f->first_error_elsewhere)
                 f->first_error_elsewhere = g_strdup(error ? error->message : "?");
         }
-        if (r == SLUICE_ERROR && on_victim)
+        if (r == SLUICE_FAILED && on_victim)
             f->errors_on_victim++;
         if (r == SLUICE_ALLOWED && on_victim && f->promoted_at && !f->first_ok_after_promotion_us)
             f->first_ok_after_promotion_us = received.now_us;
@@ -361,7 +361,7 @@ static gpointer decide_while_moving(gpointer p)
         int res = sluice_acquire("moving", r->keys[k], 1, &d, &error);
         if (res == SLUICE_ALLOWED)
             g_atomic_int_inc(&r->admitted[k]);
-        if (res == SLUICE_ERROR) {
+        if (res == SLUICE_FAILED) {
             g_mutex_lock(&r->lock);
             r->errors++;
             if (!r->first_error)
@@ -438,7 +438,7 @@ static void async_done(GObject *source, GAsyncResult *res, gpointer p)
     (void)source;
     g_autoptr(GError) error = NULL;
     async_code = sluice_acquire_finish(res, &async_decision, &error);
-    ck_assert_msg(async_code != SLUICE_ERROR, "%s", error ? error->message : "?");
+    ck_assert_msg(async_code != SLUICE_FAILED, "%s", error ? error->message : "?");
     *(gboolean *)p = TRUE;
 }
 
@@ -621,7 +621,7 @@ static void paused_call_done(GObject *source, GAsyncResult *res, gpointer p)
     (void)source;
     (void)p;
     g_autoptr(GError) error = NULL;
-    paused_failed += sluice_acquire_finish(res, NULL, &error) == SLUICE_ERROR;
+    paused_failed += sluice_acquire_finish(res, NULL, &error) == SLUICE_FAILED;
     paused_done++;
 }
 

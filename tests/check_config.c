@@ -369,7 +369,7 @@ START_TEST(keyfile_table)
         g_autofree char *want = with_path(path, c->expected);
         ck_assert_msg(!ok, "%s: sluice_init accepted the keyfile", c->name);
         ck_assert_msg(error != NULL, "%s: no GError", c->name);
-        ck_assert_msg(error->domain == SLUICE_ERROR_DOMAIN && error->code == SLUICE_ERROR_CONFIG,
+        ck_assert_msg(error->domain == SLUICE_ERROR && error->code == SLUICE_ERROR_CONFIG,
                       "%s: domain %s code %d, expected SLUICE_ERROR_CONFIG", c->name,
                       g_quark_to_string(error->domain), error->code);
         ck_assert_msg(strcmp(error->message, want) == 0, "%s:\n got: %s\nwant: %s", c->name,
@@ -540,7 +540,7 @@ START_TEST(redis_backend_with_bad_values_reports_the_values_first)
     g_autofree char *want =
         g_strdup_printf("%s: [sluice] timeout = 5: missing unit, e.g. 5s", path);
     ck_assert(!sluice_init(path, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG));
     ck_assert_str_eq(error->message, want);
     g_unlink(path);
 }
@@ -552,7 +552,7 @@ START_TEST(missing_file_is_an_io_error_naming_the_file)
     g_autofree char *dir = g_dir_make_tmp("sluice-test-XXXXXX", NULL);
     g_autofree char *path = g_build_filename(dir, "limits.ini", NULL);
     ck_assert(!sluice_init(path, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_IO));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_IO));
     ck_assert_msg(strstr(error->message, path) != NULL, "%s", error->message);
     g_rmdir(dir);
 }
@@ -564,7 +564,7 @@ START_TEST(file_glib_cannot_parse_is_refused_naming_the_bad_line)
     g_autofree char *path = fixture_write_keyfile("[limit:a]\nlimit 5\nwindow = 1s\n");
     g_autofree char *prefix = g_strconcat(path, ": ", NULL);
     ck_assert(!sluice_init(path, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG));
     /* the rest of the sentence is GLib's own */
     ck_assert_msg(g_str_has_prefix(error->message, prefix), "%s", error->message);
     ck_assert_msg(strstr(error->message, "limit 5") != NULL, "%s", error->message);
@@ -579,7 +579,7 @@ START_TEST(unclosed_group_header_is_refused)
     g_autofree char *path = fixture_write_keyfile("[limit:a\nlimit = 5\nwindow = 1s\n");
     g_autofree char *prefix = g_strconcat(path, ": ", NULL);
     ck_assert(!sluice_init(path, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG));
     ck_assert_msg(g_str_has_prefix(error->message, prefix), "%s", error->message);
     ck_assert_msg(strstr(error->message, "[limit:a") != NULL, "%s", error->message);
     g_unlink(path);
@@ -610,7 +610,7 @@ START_TEST(init_null_reports_a_bad_file_named_by_SLUICE_CONFIG)
         g_strdup_printf("%s: [limit:env] window = 1: missing unit, e.g. 1s", path);
     g_setenv("SLUICE_CONFIG", path, TRUE);
     ck_assert(!sluice_init(NULL, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG));
     ck_assert_str_eq(error->message, want);
     g_unsetenv("SLUICE_CONFIG");
     g_unlink(path);

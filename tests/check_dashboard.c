@@ -251,7 +251,7 @@ static char *decide_every_kind(int *port)
     ck_assert_msg(strstr(before, closed), "no %s in:\n%s", closed, before);
     test_redis_stop(server);
     for (int i = 0; i < 5; i++) /* the breaker opens after a few */
-        ck_assert_int_eq(sluice_acquire("api", "elsewhere", 1, &d, NULL), SLUICE_ERROR);
+        ck_assert_int_eq(sluice_acquire("api", "elsewhere", 1, &d, NULL), SLUICE_FAILED);
     char *text = sluice_stats_prometheus();
     sluice_shutdown();
     return text;

@@ -68,7 +68,7 @@ static void run_trace(const step *trace, const char *algorithm, gboolean cache,
     for (int i = 0; i < STEPS; i++) {
         fixture_clock_set(trace[i].at_us);
         ck_assert_int_ne(sluice_acquire("t", keys[trace[i].key], trace[i].permits, &out[i], NULL),
-                         SLUICE_ERROR);
+                         SLUICE_FAILED);
     }
     sluice_stats stats;
     ck_assert(sluice_stats_get("t", &stats, NULL));

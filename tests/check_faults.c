@@ -112,7 +112,7 @@ static void note_error(const GError *error)
         atomic_add(&run.timeouts, 1);
     if (error && !strstr(error->message, "timed out"))
         note_first(&run.surfaced, error->message);
-    gboolean named = error && error->domain == SLUICE_ERROR_DOMAIN &&
+    gboolean named = error && error->domain == SLUICE_ERROR &&
                      error->code == SLUICE_ERROR_BACKEND &&
                      g_str_has_prefix(error->message, run.server);
     gboolean known = FALSE;
@@ -176,7 +176,7 @@ static void decide_f(void)
     fixture_stamp s = fixture_stamp_now();
     int r = sluice_acquire("f", epoch_keys[e], 1, &d, &error);
     stop_watch(s);
-    if (r == SLUICE_ERROR) {
+    if (r == SLUICE_FAILED) {
         note_error(error);
         g_error_free(error);
         check_verdict(&d, LIMIT);

@@ -138,7 +138,7 @@ START_TEST(a_decision_sluice_never_gives_is_refused)
     sluice_headers h = {.n = 3};
     g_autoptr(GError) error = NULL;
     ck_assert(!sluice_headers_from_decision(&bads[_i].decision, &h, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT));
     ck_assert_str_eq(error->message, bads[_i].message);
     ck_assert_uint_eq(h.n, 0);
 }
@@ -154,7 +154,7 @@ START_TEST(null_arguments_are_refused)
     ck_assert_uint_eq(h.n, 0);
     g_clear_error(&error);
     ck_assert(!sluice_headers_from_decision(&d, NULL, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT));
     ck_assert_str_eq(error->message, "out is NULL");
     ck_assert(!sluice_headers_from_decision(NULL, NULL, NULL));
 }
@@ -206,7 +206,7 @@ START_TEST(real_decisions_give_the_headers_a_client_can_trust)
     ck_assert_int_eq(sluice_acquire("nothing", NULL, 1, &d, NULL), SLUICE_ALLOWED);
     g_autofree char *unlimited = headers_of(&d);
     ck_assert_str_eq(unlimited, "");
-    ck_assert_int_eq(sluice_acquire("log", "", 1, &d, NULL), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("log", "", 1, &d, NULL), SLUICE_FAILED);
     g_autofree char *refused = headers_of(&d);
     ck_assert_str_eq(refused, "");
 

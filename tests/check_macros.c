@@ -417,14 +417,14 @@ START_TEST(fallbacks_and_bodies_see_the_decision_of_their_call)
     sluice_decision d;
     ck_assert_int_eq(sluice_last_decision(&d), SLUICE_ALLOWED);
     ck_assert_decision(d, TRUE, G_MAXINT64, G_MAXINT64, -1, 0);
-    /* a failing limiter: SLUICE_ERROR and the on_error verdict (deny) */
+    /* a failing limiter: SLUICE_FAILED and the on_error verdict (deny) */
     sluice_testing_fail_backend(1, "down");
     ck_assert_int_eq(guarded_remembering("bob"), 0);
-    ck_assert_int_eq(seen_result, SLUICE_ERROR);
+    ck_assert_int_eq(seen_result, SLUICE_FAILED);
     ck_assert_decision(seen, FALSE, 1, 0, -1, 0);
     /* each thread has its own: a new one has made no call */
     GThread *t = g_thread_new("fresh", last_decision_of_a_new_thread, &d);
-    ck_assert_int_eq(GPOINTER_TO_INT(g_thread_join(t)), SLUICE_ERROR);
+    ck_assert_int_eq(GPOINTER_TO_INT(g_thread_join(t)), SLUICE_FAILED);
     ck_assert_decision(d, FALSE, 0, 0, -1, 0);
     sluice_shutdown();
 }

@@ -41,8 +41,8 @@ START_TEST(unreachable_redis_at_init_does_not_stop_the_program)
                         port);
     g_autofree char *path = fixture_write_keyfile(ini);
     ck_assert(sluice_init(path, &error));
-    ck_assert_int_eq(sluice_acquire("x", NULL, 1, &d, &error), SLUICE_ERROR);
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND));
+    ck_assert_int_eq(sluice_acquire("x", NULL, 1, &d, &error), SLUICE_FAILED);
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND));
     ck_assert_msg(strstr(error->message, "connect"), "%s", error->message);
     ck_assert_int_eq(d.allowed, FALSE); /* on_error = deny */
     sluice_shutdown();
@@ -133,9 +133,9 @@ START_TEST(a_state_in_another_format_is_an_error_not_misread)
     freeReplyObject(test_redis_command(fixture_redis(), "SET %s %s", key, foreign[_i]));
     g_autoptr(GError) error = NULL;
     sluice_decision d;
-    ck_assert_int_eq(sluice_acquire("v", NULL, 1, &d, &error), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("v", NULL, 1, &d, &error), SLUICE_FAILED);
     ck_assert_int_eq(d.allowed, FALSE); /* on_error = deny */
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND));
     ck_assert_msg(strstr(error->message, "did not write in this format"), "%s", error->message);
     /* the value is left as it was; once it is gone, the limit starts afresh */
     redisReply *left = test_redis_command(fixture_redis(), "GET %s", key);
@@ -232,7 +232,7 @@ START_TEST(password_auth_works_and_a_wrong_one_fails_init)
     g_autofree char *bad = keyfile_for(secured, ":wrong@", "[limit:a]\nlimit = 1\nwindow = 1m\n");
     g_autofree char *bad_path = fixture_write_keyfile(bad);
     ck_assert(!sluice_init(bad_path, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_AUTH));
     ck_assert_msg(strstr(error->message, "AUTH") && strstr(error->message, "WRONGPASS"), "%s",
                   error->message);
     ck_assert_ptr_null(strstr(error->message, "wrong")); /* the password is not repeated */
@@ -241,7 +241,7 @@ START_TEST(password_auth_works_and_a_wrong_one_fails_init)
     g_autofree char *none = keyfile_for(secured, NULL, "");
     g_autofree char *none_path = fixture_write_keyfile(none);
     ck_assert(!sluice_init(none_path, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_AUTH));
     ck_assert_msg(strstr(error->message, "NOAUTH"), "%s", error->message);
 }
 END_TEST
@@ -260,7 +260,7 @@ START_TEST(acl_user_auth_works)
     g_autofree char *bad = keyfile_for(secured, "app:nope@", "");
     g_autofree char *bad_path = fixture_write_keyfile(bad);
     ck_assert(!sluice_init(bad_path, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_AUTH));
 }
 END_TEST
 
@@ -428,7 +428,7 @@ static gint64 until_redis_answers(void)
     for (;;) {
         GError *error = NULL;
         int r = sluice_acquire("p", NULL, 0, NULL, &error);
-        if (r != SLUICE_ERROR)
+        if (r != SLUICE_FAILED)
             return g_get_monotonic_time() - start;
         g_error_free(error);
         ck_assert_int_lt(g_get_monotonic_time() - start, 5000000);
@@ -447,11 +447,11 @@ START_TEST(a_hung_server_costs_a_timeout_then_the_breaker_answers_at_once)
         g_autoptr(GError) error = NULL;
         sluice_decision d;
         fixture_stamp sent = fixture_stamp_now();
-        ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_ERROR);
+        ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_FAILED);
         gint64 took = fixture_stamp_took_us(sent, fixture_stamp_now());
         slowest = MAX(slowest, took);
         ck_assert_int_eq(d.allowed, FALSE); /* on_error = deny */
-        ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND));
+        ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND));
         if (i < 3)
             ck_assert_msg(strstr(error->message, "timed out"), "%s", error->message);
         else /* the breaker is open: no call waits for the dead server */
@@ -499,13 +499,13 @@ START_TEST(on_error_local_decides_in_process_while_redis_is_away)
     test_redis_pause(fixture_redis());
     sluice_decision d;
     g_autoptr(GError) error = NULL;
-    ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_FAILED);
     ck_assert_int_eq(d.allowed, TRUE);
     g_clear_error(&error);
-    ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_FAILED);
     ck_assert_int_eq(d.allowed, TRUE);
     g_clear_error(&error);
-    ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("p", NULL, 1, &d, &error), SLUICE_FAILED);
     ck_assert_int_eq(d.allowed, FALSE); /* the same rule, kept in process */
     ck_assert_int_eq(d.limit, 2);
     test_redis_resume(fixture_redis());

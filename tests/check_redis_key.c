@@ -236,7 +236,7 @@ START_TEST(a_prefix_with_braces_is_refused_by_the_keyfile)
     g_autoptr(GError) error = NULL;
     g_autofree char *path = fixture_write_keyfile("[sluice]\nkey_prefix = app{1}\n");
     ck_assert(!sluice_init(path, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG));
     ck_assert_msg(strstr(error->message, "[sluice] key_prefix = app{1}: holds { or }"), "%s",
                   error->message);
 }

@@ -153,7 +153,7 @@ static gpointer decide_in_band(gpointer data)
             c->answered++;
             if (!g_atomic_int_get(c->resumed))
                 c->answered_at_pause = c->answered;
-        } else if (r != SLUICE_ERROR) {
+        } else if (r != SLUICE_FAILED) {
             c->failure = g_strdup_printf("%s: %d, %s", name, r, error ? error->message : "");
         } else {
             g_usleep(2000);

@@ -59,7 +59,7 @@ static void start(const char *contents)
 static gint64 limit_of(const char *name)
 {
     sluice_decision d;
-    ck_assert_int_ne(sluice_acquire(name, NULL, 0, &d, NULL), SLUICE_ERROR);
+    ck_assert_int_ne(sluice_acquire(name, NULL, 0, &d, NULL), SLUICE_FAILED);
     return d.limit;
 }
 
@@ -187,7 +187,7 @@ START_TEST(test_broken_file_is_refused_and_logged)
 
     g_autoptr(GError) error = NULL;
     ck_assert(!sluice_reload(&error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG));
     ck_assert_ptr_nonnull(strstr(error->message, path));
     ck_assert_ptr_nonnull(strstr(error->message, "[limit:api] limit = -3"));
 
@@ -274,7 +274,7 @@ static gpointer caller(gpointer p)
     int me = g_atomic_int_add(&l->next, 1);
     while (!g_atomic_int_get(&l->stop)) {
         sluice_decision d;
-        if (sluice_acquire("api", NULL, 1, &d, NULL) == SLUICE_ERROR)
+        if (sluice_acquire("api", NULL, 1, &d, NULL) == SLUICE_FAILED)
             g_atomic_int_inc(&l->errors);
         if (d.limit == 200000 && g_atomic_int_get(&l->armed) && l->seen[me] < 0)
             __atomic_store_n(&l->seen[me], g_get_monotonic_time() - l->saved_at, __ATOMIC_RELAXED);

@@ -135,7 +135,7 @@ static char *assert_refused(const char *path, int code)
     g_autoptr(GError) error = NULL;
     ck_assert(!sluice_init(path, &error));
     note_error(error);
-    ck_assert_msg(g_error_matches(error, SLUICE_ERROR_DOMAIN, code), "%s", error->message);
+    ck_assert_msg(g_error_matches(error, SLUICE_ERROR, code), "%s", error->message);
     return g_strdup(error->message);
 }
 
@@ -293,7 +293,7 @@ START_TEST(an_unreachable_server_is_reported_without_the_password)
         ck_assert_msg(sluice_init(paths[i], &error), "%s", error ? error->message : "");
         for (int call = 0; call < 5; call++) { /* fail, then the breaker answers */
             sluice_decision d;
-            ck_assert_int_eq(sluice_acquire("a", NULL, 1, &d, &error), SLUICE_ERROR);
+            ck_assert_int_eq(sluice_acquire("a", NULL, 1, &d, &error), SLUICE_FAILED);
             note_error(error);
             g_clear_error(&error);
         }

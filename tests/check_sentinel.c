@@ -214,8 +214,7 @@ START_TEST(init_finds_the_master_through_the_sentinels)
 
     g_autofree char *bad = keyfile_for(shared, "wrong", "[limit:x]\nlimit = 2\nwindow = 1m\n");
     ck_assert(!init_with(bad, &error));
-    ck_assert_msg(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH), "%s",
-                  error->message);
+    ck_assert_msg(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_AUTH), "%s", error->message);
     ck_assert_msg(strstr(error->message, "redis sentinel 127.0.0.1:") &&
                       !strstr(error->message, "wrong"),
                   "%s", error->message);
@@ -362,19 +361,19 @@ START_TEST(decisions_resume_on_the_new_master_within_a_second_of_the_switch)
     for (guint i = 0; i < r.calls->len; i++) {
         const call_record *c = &g_array_index(r.calls, call_record, i);
         ck_assert_msg(c->net_us <= bound, "a call took %" G_GINT64_FORMAT " µs", c->net_us);
-        if (c->result == SLUICE_ERROR) {
+        if (c->result == SLUICE_FAILED) {
             ck_assert(!c->allowed); /* on_error = deny */
             errors++;
         }
         if (c->sent < killed)
             continue;
-        if (!failing && c->result == SLUICE_ERROR)
+        if (!failing && c->result == SLUICE_FAILED)
             failing = c->sent; /* the first call the dead master failed */
-        else if (failing && !resumed && c->result != SLUICE_ERROR && c->sent > failing)
+        else if (failing && !resumed && c->result != SLUICE_FAILED && c->sent > failing)
             resumed = c->received;
         if (resumed && c->sent > resumed && c->received < restarted) {
             after++;
-            failed_after += c->result == SLUICE_ERROR;
+            failed_after += c->result == SLUICE_FAILED;
         }
     }
     g_printerr("check_sentinel: %u calls, %u failed; +switch-master %.2f s after the master "
@@ -441,7 +440,7 @@ START_TEST(after_a_manual_failover_the_old_master_runs_no_script)
     for (guint i = 0; i < r.calls->len; i++) {
         const call_record *c = &g_array_index(r.calls, call_record, i);
         ck_assert_msg(c->net_us <= bound, "a call took %" G_GINT64_FORMAT " µs", c->net_us);
-        ck_assert(c->result != SLUICE_ERROR || !c->allowed);
+        ck_assert(c->result != SLUICE_FAILED || !c->allowed);
     }
     /* the admissions the old master took after the replica's promotion, before it
      * was demoted, never reached the new master (asynchronous replication): a
@@ -566,7 +565,7 @@ START_TEST(a_forked_child_follows_the_failover_with_a_thread_of_its_own)
         g_atomic_int_set(&report->ready, ok ? 1 : 2);
         while (ok) {
             int r = sluice_acquire("c", NULL, 1, NULL, NULL);
-            if (r == SLUICE_ERROR)
+            if (r == SLUICE_FAILED)
                 g_atomic_int_set(&report->failed, 1);
             else if (g_atomic_int_get(&report->failed) && r == SLUICE_ALLOWED) {
                 report->resumed = g_get_monotonic_time();

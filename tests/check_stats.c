@@ -131,7 +131,7 @@ START_TEST(test_stats_survive_a_reload_and_reset_at_shutdown)
     g_autoptr(GError) error = NULL;
     sluice_stats s;
     ck_assert(!sluice_stats_get("r", &s, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_NOT_INITIALIZED));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED));
     ck_assert(sluice_init(path, NULL));
     expect("r", 0, 0, 0, 0, 0, 0);
     sluice_shutdown();
@@ -146,11 +146,11 @@ START_TEST(test_bad_arguments)
     for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
         g_autoptr(GError) error = NULL;
         ck_assert(!sluice_stats_get(bad[i], &s, &error));
-        ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT));
+        ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT));
     }
     g_autoptr(GError) error = NULL;
     ck_assert(!sluice_stats_get("x", NULL, &error));
-    ck_assert(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT));
+    ck_assert(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT));
     sluice_shutdown();
 }
 END_TEST

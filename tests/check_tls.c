@@ -72,7 +72,7 @@ static void assert_init_fails(const char *path, int code, const char *says)
     g_autoptr(GError) error = NULL;
     ck_assert(!sluice_init(path, &error));
     ck_assert_ptr_nonnull(error);
-    ck_assert_msg(g_error_matches(error, SLUICE_ERROR_DOMAIN, code), "code %d: %s", error->code,
+    ck_assert_msg(g_error_matches(error, SLUICE_ERROR, code), "code %d: %s", error->code,
                   error->message);
     ck_assert_msg(strstr(error->message, says), "'%s' does not say '%s'", error->message, says);
 }
@@ -277,7 +277,7 @@ START_TEST(a_plaintext_url_against_a_tls_port_fails_clearly_within_timeout)
     g_autoptr(GError) error = NULL;
     ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
     fixture_stamp s = fixture_stamp_now();
-    ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, &error), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, &error), SLUICE_FAILED);
     gint64 took = fixture_stamp_took_us(s, fixture_stamp_now());
     ck_assert_msg(strstr(error->message, "connection closed by the server"), "%s", error->message);
     ck_assert_msg(took <= (300 + 10) * 1000 * fixture_time_scale(), "took %" G_GINT64_FORMAT " µs",
@@ -298,7 +298,7 @@ START_TEST(a_server_stopped_during_the_handshake_costs_a_call_its_timeout)
     freeReplyObject(r);
     test_redis_pause(redis);
     fixture_stamp s = fixture_stamp_now();
-    ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, &error), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, &error), SLUICE_FAILED);
     gint64 took = fixture_stamp_took_us(s, fixture_stamp_now());
     test_redis_resume(redis);
     ck_assert_msg(strstr(error->message, "TLS: server did not answer TLS (timed out"), "%s",
@@ -501,7 +501,7 @@ START_TEST(the_asynchronous_api_refuses_each_bad_certificate_with_its_reason)
     test_redis *redis = start_tls_on(tls_port, bad[_i].server, "optional");
     async_result r;
     decide_async(&r);
-    ck_assert_int_eq(r.code, SLUICE_ERROR);
+    ck_assert_int_eq(r.code, SLUICE_FAILED);
     ck_assert_ptr_nonnull(r.error);
     g_autofree char *says = g_strdup_printf("redis 127.0.0.1:%d: %s", tls_port, bad[_i].says);
     ck_assert_msg(strstr(r.error->message, says), "'%s' does not say '%s'", r.error->message, says);
@@ -536,7 +536,7 @@ START_TEST(the_asynchronous_api_shows_a_client_certificate_to_tls_auth_clients_y
     ck_assert_msg(sluice_init(bare, &error), "%s", error ? error->message : "");
     redis = start_tls_on(tls_port, "server", "yes");
     decide_async(&r);
-    ck_assert_int_eq(r.code, SLUICE_ERROR);
+    ck_assert_int_eq(r.code, SLUICE_FAILED);
     ck_assert_msg(strstr(r.error->message, "TLS: the server requires a client certificate"), "%s",
                   r.error->message);
     g_error_free(r.error);
@@ -564,7 +564,7 @@ START_TEST(a_server_stopped_during_the_asynchronous_handshake_costs_a_call_its_t
     decide_async(&r);
     gint64 took = fixture_stamp_took_us(s, r.at);
     test_redis_resume(redis);
-    ck_assert_int_eq(r.code, SLUICE_ERROR);
+    ck_assert_int_eq(r.code, SLUICE_FAILED);
     ck_assert_msg(strstr(r.error->message, "TLS: server did not answer TLS (timed out"), "%s",
                   r.error->message);
     ck_assert_msg(took <= (300 + 10) * 1000 * fixture_time_scale(), "took %" G_GINT64_FORMAT " µs",
@@ -603,7 +603,7 @@ START_TEST(a_node_the_cluster_names_is_verified_too)
     for (guint i = 0; i < G_N_ELEMENTS(keys); i++) {
         if (r[i].code == SLUICE_ALLOWED)
             continue;
-        ck_assert_int_eq(r[i].code, SLUICE_ERROR);
+        ck_assert_int_eq(r[i].code, SLUICE_FAILED);
         ck_assert_msg(strstr(r[i].error->message, node) && strstr(r[i].error->message, why),
                       "%s: %s", keys[i], r[i].error->message);
         g_error_free(r[i].error);
@@ -622,7 +622,7 @@ START_TEST(a_node_the_cluster_names_is_verified_too)
         int code = sluice_acquire("t", keys[i], 1, NULL, &e);
         if (code == SLUICE_ALLOWED)
             continue;
-        ck_assert_int_eq(code, SLUICE_ERROR);
+        ck_assert_int_eq(code, SLUICE_FAILED);
         ck_assert_msg(strstr(e->message, node) && (refused > 0 || strstr(e->message, why)),
                       "%s: %s", keys[i], e->message);
         g_error_free(e);
@@ -675,7 +675,7 @@ START_TEST(a_resolver_that_does_not_answer_costs_a_call_its_timeout)
     ck_assert_msg(took <= (100 + 10) * 1000 * fixture_time_scale(), "init took %" G_GINT64_FORMAT,
                   took);
     s = fixture_stamp_now();
-    ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, &error), SLUICE_ERROR);
+    ck_assert_int_eq(sluice_acquire("t", NULL, 1, NULL, &error), SLUICE_FAILED);
     took = fixture_stamp_took_us(s, fixture_stamp_now());
     ck_assert_msg(strstr(error->message, "resolve " STALLING_NAME ": timed out"), "%s",
                   error->message);

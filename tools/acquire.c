@@ -47,7 +47,7 @@ int cli_acquire(char **argv)
     sluice_decision d;
     int r = wait_ms == G_MININT64 ? sluice_acquire(name, key, permits, &d, &error)
                                   : sluice_acquire_wait(name, key, permits, wait_ms, &d, &error);
-    if (r == SLUICE_ERROR)
+    if (r == SLUICE_FAILED)
         return cli_fail(COMMAND, error);
     g_autoptr(GString) out = g_string_new(NULL);
     if (json) {

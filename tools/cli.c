@@ -59,7 +59,7 @@ int cli_usage(const char *command, const char *format, ...)
 int cli_fail(const char *command, const GError *error)
 {
     fprintf(stderr, "sluice %s: %s\n", command, error->message);
-    if (error->domain == SLUICE_ERROR_DOMAIN &&
+    if (error->domain == SLUICE_ERROR &&
         (error->code == SLUICE_ERROR_BACKEND || error->code == SLUICE_ERROR_AUTH))
         return CLI_EXIT_BACKEND;
     return CLI_EXIT_USAGE;
@@ -70,7 +70,7 @@ int cli_open(const char *command, const char *path, const char *name, sluice_rul
     g_autoptr(GError) error = NULL;
     if (!sluice_init(path, &error))
         return cli_fail(command, error);
-    if (!name || sluice_rule_get(name, rule))
+    if (!name || sluice_rule_get(name, rule, NULL))
         return -1;
     g_autofree char *shown = g_utf8_make_valid(name, -1);
     fprintf(stderr, "sluice %s: %s has no rule [limit:%s]\n", command, path, shown);

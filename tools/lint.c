@@ -198,7 +198,7 @@ int cli_lint(char **argv)
                 checked = check_sites(*path, programs, sites);
             if (checked == CLI_EXIT_OK)
                 printf("%s: ok\n", *path);
-        } else if (g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG)) {
+        } else if (g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG)) {
             printf("%s\n", error->message);
             checked = CLI_EXIT_NO;
         } else {

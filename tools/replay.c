@@ -100,10 +100,11 @@ static limit *limit_of(replay *r, const char *name)
     l = g_new0(limit, 1);
     l->name = g_strdup(name);
     l->keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    l->ruled = sluice_rule_get(name, &l->rule);
+    l->ruled = sluice_rule_get(name, &l->rule, NULL);
     gboolean waits = l->ruled && l->rule.wait_ms > 0 && !l->rule.shadow;
     sluice_band_info bands[SLUICE_RULE_BANDS_MAX];
-    guint n = MIN(sluice_rule_bands(name, bands, SLUICE_RULE_BANDS_MAX), SLUICE_RULE_BANDS_MAX);
+    guint n =
+        MIN(sluice_rule_bands(name, bands, SLUICE_RULE_BANDS_MAX, NULL), SLUICE_RULE_BANDS_MAX);
     /* with bands the library reserves nothing: the waiter asks again when due */
     l->reserves = waits && n == 1 && strcmp(l->rule.algorithm, "token_bucket") == 0;
     l->retries = waits && !l->reserves;
@@ -141,7 +142,7 @@ static gboolean decide(replay *r, call *c, GError **error)
     sluice_stats before, after;
     if (l->watched && !sluice_stats_get(l->name, &before, error))
         return FALSE;
-    if (sluice_acquire_wait(l->name, c->key, c->permits, timeout_ms, &c->d, error) == SLUICE_ERROR)
+    if (sluice_acquire_wait(l->name, c->key, c->permits, timeout_ms, &c->d, error) == SLUICE_FAILED)
         return FALSE;
     if (l->watched && !sluice_stats_get(l->name, &after, error))
         return FALSE;
@@ -222,8 +223,8 @@ static gboolean bad_line(GError **error, const replay *r, guint64 line, const ch
     va_start(args, format);
     g_autofree char *why = g_strdup_vprintf(format, args);
     va_end(args);
-    g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_INVALID_ARGUMENT,
-                "%s:%" G_GUINT64_FORMAT ": %s", r->trace, line, why);
+    g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT, "%s:%" G_GUINT64_FORMAT ": %s",
+                r->trace, line, why);
     return FALSE;
 }
 
@@ -300,8 +301,7 @@ static gboolean replay_trace(replay *r, FILE *in, GError **error)
         print_done(r);
     }
     if (ferror(in)) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_IO, "%s: %s", r->trace,
-                    g_strerror(errno));
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_IO, "%s: %s", r->trace, g_strerror(errno));
         return FALSE;
     }
     if (!wake_until(r, G_MAXINT64, error))
@@ -437,7 +437,7 @@ static int replay_with(const char *path, FILE *in, const char *trace, replay_svg
         for (guint i = 0; svg && i < r.order->len; i++) {
             limit *l = g_ptr_array_index(r.order, i);
             sluice_band_info bands[SLUICE_RULE_BANDS_MAX];
-            guint n = sluice_rule_bands(l->name, bands, SLUICE_RULE_BANDS_MAX);
+            guint n = sluice_rule_bands(l->name, bands, SLUICE_RULE_BANDS_MAX, NULL);
             replay_svg_rule(svg, l->name, l->ruled ? &l->rule : NULL, bands,
                             MIN(n, SLUICE_RULE_BANDS_MAX), g_hash_table_size(l->keys));
         }

@@ -25,7 +25,8 @@ static void append_window(GString *out, gint64 ms)
 static void append_bands(GString *out, const char *name, gboolean json)
 {
     sluice_band_info bands[SLUICE_RULE_BANDS_MAX];
-    guint n = MIN(sluice_rule_bands(name, bands, SLUICE_RULE_BANDS_MAX), SLUICE_RULE_BANDS_MAX);
+    guint n =
+        MIN(sluice_rule_bands(name, bands, SLUICE_RULE_BANDS_MAX, NULL), SLUICE_RULE_BANDS_MAX);
     for (int shadow = 0; shadow < 2; shadow++) {
         guint listed = 0;
         for (guint i = 1; i < n; i++) {
@@ -52,12 +53,12 @@ static int show(const char *name, const char *key, gboolean json)
     sluice_rule_info rule;
     g_autoptr(GError) error = NULL;
     sluice_decision d;
-    if (!sluice_rule_get(name, &rule))
+    if (!sluice_rule_get(name, &rule, NULL))
         return CLI_EXIT_USAGE; /* cannot happen: the caller checked */
     if (!rule.per_key)
         key = NULL; /* the limit is shared: that is the state there is */
     /* a peek that never waits: permits 0 consumes nothing on every backend */
-    if (sluice_acquire_wait(name, key, 0, 0, &d, &error) == SLUICE_ERROR)
+    if (sluice_acquire_wait(name, key, 0, 0, &d, &error) == SLUICE_FAILED)
         return cli_fail(COMMAND, error);
     g_autoptr(GString) out = g_string_new(NULL);
     if (json) {

@@ -13,7 +13,7 @@ G_BEGIN_DECLS
 /** Return codes of sluice_acquire and sluice_acquire_wait. @{ */
 #define SLUICE_ALLOWED 1
 #define SLUICE_DENIED  0
-#define SLUICE_ERROR   (-1)
+#define SLUICE_FAILED  (-1)
 /** @} */
 
 /** What a limit decided for a call. */
@@ -31,7 +31,7 @@ typedef struct {
  * A name with no rule is not limited: SLUICE_ALLOWED with limit and remaining
  * G_MAXINT64. The rule's `wait` applies. In shadow mode the decision is made and
  * counted but SLUICE_ALLOWED is returned. Returns SLUICE_ALLOWED, SLUICE_DENIED,
- * or SLUICE_ERROR when the arguments are bad (SLUICE_ERROR_INVALID_ARGUMENT,
+ * or SLUICE_FAILED when the arguments are bad (SLUICE_ERROR_INVALID_ARGUMENT,
  * out->allowed FALSE) or the backend failed (*error says why, out->allowed
  * carries the on_error policy's verdict). out may be NULL. */
 SLUICE_API int sluice_acquire(const char *name, const char *key, gint64 permits,
@@ -49,6 +49,17 @@ SLUICE_API int sluice_acquire_wait(const char *name, const char *key, gint64 per
 /** Gives back permits of a concurrency limit (other algorithms ignore it; so does
  * a name with no rule). The macros do this when the decorated body returns. */
 SLUICE_API void sluice_release(const char *name, const char *key, gint64 permits);
+
+/** The decision of the last decorated call on this thread, as sluice_acquire would
+ * have given it. In a degrade function or a guard's fallback it is the denial that
+ * made it answer, and in a body the admission: enough for the Retry-After and
+ * RateLimit-* headers (sluice_headers_from_decision) without asking the limiter
+ * again. Returns SLUICE_ALLOWED, SLUICE_DENIED, or SLUICE_FAILED when the limiter
+ * failed (out->allowed is then the on_error verdict). A call whose name has no
+ * rule (or made before sluice_init) gives SLUICE_ALLOWED with limit and remaining
+ * G_MAXINT64; a thread that has made no decorated call gets SLUICE_FAILED and
+ * {FALSE, 0, 0, -1, 0}. out must not be NULL. */
+SLUICE_API int sluice_last_decision(sluice_decision *out);
 
 G_END_DECLS
 

@@ -25,9 +25,11 @@ typedef struct {
     gboolean per_key;      /**< the key splits the limit                             */
 } sluice_rule_info;
 
-/** Fills *out with the rule of name in the running keyfile. FALSE (and *out left
- * alone) when sluice is not initialized or the name has no rule. */
-SLUICE_API gboolean sluice_rule_get(const char *name, sluice_rule_info *out);
+/** Fills *out with the rule of name in the running keyfile. FALSE with *error (and
+ * *out left alone) for a bad name or a NULL out (SLUICE_ERROR_INVALID_ARGUMENT),
+ * before sluice_init (SLUICE_ERROR_NOT_INITIALIZED), and when the name has no rule
+ * (SLUICE_ERROR_NO_RULE). */
+SLUICE_API gboolean sluice_rule_get(const char *name, sluice_rule_info *out, GError **error);
 
 /** The most bands a rule has: its own limit and window, and up to 8 from `bands`
  * and `shadow_bands`. */
@@ -45,8 +47,9 @@ typedef struct {
  * out[0] is the rule's own limit, window and burst, then come `bands` and then
  * `shadow_bands`, in keyfile order. Returns how many bands the rule has (1 without
  * bands; at most SLUICE_RULE_BANDS_MAX), which may be more than n (out may be NULL
- * when n is 0); 0 when sluice is not initialized or the name has no rule. */
-SLUICE_API guint sluice_rule_bands(const char *name, sluice_band_info *out, guint n);
+ * when n is 0); 0 with *error as sluice_rule_get sets it. */
+SLUICE_API guint sluice_rule_bands(const char *name, sluice_band_info *out, guint n,
+                                   GError **error);
 
 /** Forgets the state of the limit `name` for `key` (NULL: no key; ignored when the
  * rule says per_key = false), so that it is back to full capacity: on Redis, DEL

@@ -23,7 +23,7 @@ SLUICE_API void sluice_acquire_async(const char *name, const char *key, gint64 p
                                      GCancellable *cancellable, GAsyncReadyCallback callback,
                                      gpointer user_data);
 
-/** The end of sluice_acquire_async: SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_ERROR
+/** The end of sluice_acquire_async: SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_FAILED
  * with *error (bad arguments, the backend failed: out->allowed is then the
  * on_error verdict, or G_IO_ERROR_CANCELLED: out->allowed FALSE), and *out as
  * sluice_acquire fills it (out may be NULL). Concurrency permits taken must be

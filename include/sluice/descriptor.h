@@ -9,9 +9,12 @@
 
 G_BEGIN_DECLS
 
+/** A decorated place: see struct sluice_descriptor. */
+typedef struct sluice_descriptor sluice_descriptor;
+
 /** One per RATE_LIMITED* use, static, never allocated. The macros create them;
  * tools read name, file, line and function. The priv_ fields are sluice's. */
-struct sluice_descriptor {        /**< typedef'd in sluice/stats.h (C99 allows one typedef) */
+struct sluice_descriptor {
     const char *name;             /**< the limit's name, as in [limit:NAME]             */
     const char *file;             /**< where the macro stands                           */
     int line;                     /**< and on which line                              */
@@ -29,6 +32,10 @@ typedef void (*sluice_descriptor_func)(const sluice_descriptor *descriptor, gboo
                                        gpointer user_data);
 /** Calls fn for every registered descriptor (see sluice_descriptor_func). */
 SLUICE_API void sluice_descriptors_foreach(sluice_descriptor_func fn, gpointer user_data);
+
+/** Every call of one decorated function (see sluice_descriptors_foreach) since
+ * the process started; kept across sluice_shutdown and sluice_init. */
+SLUICE_API void sluice_descriptor_stats(const sluice_descriptor *descriptor, sluice_stats *out);
 
 G_END_DECLS
 

@@ -17,19 +17,20 @@ G_BEGIN_DECLS
     X(SLUICE_ERROR_BACKEND, "the rate-limit backend failed")                                       \
     X(SLUICE_ERROR_AUTH, "the backend refused the credentials")                                    \
     X(SLUICE_ERROR_IO, "input/output error")                                                       \
-    X(SLUICE_ERROR_TLS, "TLS with the backend failed")
+    X(SLUICE_ERROR_TLS, "TLS with the backend failed")                                             \
+    X(SLUICE_ERROR_NO_RULE, "the keyfile has no rule of that name")
 
-/** The codes of SLUICE_ERROR_DOMAIN errors, one per row of SLUICE_ERROR_TABLE. */
+/** The codes of SLUICE_ERROR errors, one per row of SLUICE_ERROR_TABLE. */
 typedef enum {
 #define SLUICE__ERROR_ENUM(code, message) code,
     SLUICE_ERROR_TABLE(SLUICE__ERROR_ENUM)
 #undef SLUICE__ERROR_ENUM
 } sluice_error_code;
 
-/** The GError domain. (SLUICE_ERROR itself is the -1 return code of sluice_acquire,
- * see <sluice/acquire.h> and docs/api.md; the domain is therefore SLUICE_ERROR_DOMAIN.) */
-#define SLUICE_ERROR_DOMAIN (sluice_error_quark())
-/** The quark of SLUICE_ERROR_DOMAIN. */
+/** The GError domain of sluice, named as GLib names its domains (G_IO_ERROR). The
+ * -1 return of sluice_acquire and its kin is SLUICE_FAILED (<sluice/acquire.h>). */
+#define SLUICE_ERROR (sluice_error_quark())
+/** The quark of SLUICE_ERROR. */
 SLUICE_API GQuark sluice_error_quark(void);
 
 /** A static description of a code ("invalid argument"); "unknown error" for others. */

@@ -53,7 +53,7 @@ G_BEGIN_DECLS
  *
  *        ret error(const GError *error, const sluice_decision *verdict, params...)
  *
- *    where `error` says what failed (domain SLUICE_ERROR_DOMAIN) and
+ *    where `error` says what failed (domain SLUICE_ERROR) and
  *    verdict->allowed is the on_error policy's verdict; it may call
  *    SLUICE_BODY(fn)(args) to run the body anyway (declare the callback before
  *    the macro and define it after, where the body's name is known).
@@ -95,17 +95,6 @@ G_BEGIN_DECLS
 
 /** The undecorated body of a RATE_LIMITED_FUNCTION (static, same translation unit). */
 #define SLUICE_BODY(fn) fn##__sluice_body
-
-/** The decision of the last decorated call on this thread, as sluice_acquire would
- * have given it. In a degrade function or a guard's fallback it is the denial that
- * made it answer, and in a body the admission: enough for the Retry-After and
- * RateLimit-* headers (sluice_headers_from_decision) without asking the limiter
- * again. Returns SLUICE_ALLOWED, SLUICE_DENIED, or SLUICE_ERROR when the limiter
- * failed (out->allowed is then the on_error verdict). A call whose name has no
- * rule (or made before sluice_init) gives SLUICE_ALLOWED with limit and remaining
- * G_MAXINT64; a thread that has made no decorated call gets SLUICE_ERROR and
- * {FALSE, 0, 0, -1, 0}. out must not be NULL. */
-SLUICE_API int sluice_last_decision(sluice_decision *out);
 
 /* ---- what the macros call: not for direct use ---------------------------------- */
 

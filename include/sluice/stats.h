@@ -58,17 +58,10 @@ typedef struct {
 SLUICE_API guint sluice_stats_bands(const char *name, sluice_band_stats *out, guint n,
                                     GError **error);
 
-/** A decorated function's descriptor (struct sluice_descriptor, <sluice/descriptor.h>). */
-typedef struct sluice_descriptor sluice_descriptor;
-
 /** Every decision on the limit `name` since sluice_init (through sluice_acquire
  * and through decorated functions alike); zeros for a name that has not decided
  * yet. FALSE with *error for a bad name or before sluice_init. */
 SLUICE_API gboolean sluice_stats_get(const char *name, sluice_stats *out, GError **error);
-
-/** Every call of one decorated function (see sluice_descriptors_foreach) since
- * the process started; kept across sluice_shutdown and sluice_init. */
-SLUICE_API void sluice_descriptor_stats(const sluice_descriptor *descriptor, sluice_stats *out);
 
 /** The stats of every limit and decorated function in the Prometheus text
  * exposition format (version 0.0.4): sluice_decisions_total{name,outcome},

@@ -112,7 +112,7 @@ static gboolean on_cluster(redis_backend *b, guint slot, gint64 deadline, attemp
             node = sluice__redis_cluster_node(c, slot);
         }
         if (!node) {
-            g_set_error(&failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
+            g_set_error(&failure, SLUICE_ERROR, SLUICE_ERROR_BACKEND,
                         "no master is known to serve the slot");
             break;
         }
@@ -298,7 +298,7 @@ static void redis_decide_async(sluice__backend *backend, sluice__limiter *limite
         slot = slot_of(&keys);
         node = sluice__redis_cluster_node(b->cluster, slot);
         if (!node) { /* a Cluster whose map names no master for the slot */
-            g_set_error(&failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
+            g_set_error(&failure, SLUICE_ERROR, SLUICE_ERROR_BACKEND,
                         "no master is known to serve the slot");
             sluice__redis_cluster_name_slot(failure, NULL, slot);
             sluice__redis_cluster_refresh_soon(b->cluster, b->timeout_us);
@@ -442,7 +442,7 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
 
     b->base.funcs = &redis_funcs;
     if (!sluice__redis_url_parse(config->redis_url, &b->url, &why)) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, "%s: [sluice] redis: %s",
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG, "%s: [sluice] redis: %s",
                     config->path ? config->path : "defaults", why);
         g_free(why);
         g_free(b);
@@ -450,7 +450,7 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
     }
     GError *unusable = NULL; /* a tls_* file */
     if (b->url.tls && !(b->tls = sluice__tls_context_new(&config->tls, &unusable))) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, unusable->code, "%s: [sluice] %s",
+        g_set_error(error, SLUICE_ERROR, unusable->code, "%s: [sluice] %s",
                     config->path ? config->path : "defaults", unusable->message);
         g_error_free(unusable);
         redis_free(&b->base);
@@ -471,8 +471,8 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         GError *failure = NULL;
         if (!sluice__redis_cluster_start(b->cluster, g_get_monotonic_time() + b->timeout_us,
                                          &failure)) {
-            if (g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH) ||
-                g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_TLS)) {
+            if (g_error_matches(failure, SLUICE_ERROR, SLUICE_ERROR_AUTH) ||
+                g_error_matches(failure, SLUICE_ERROR, SLUICE_ERROR_TLS)) {
                 g_propagate_error(error, failure);
                 redis_free(&b->base);
                 return NULL;
@@ -508,9 +508,9 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
     GError *failure = NULL;
     if (!sluice__redis_link_connect(b->node->link, g_get_monotonic_time() + b->timeout_us,
                                     &failure)) {
-        if (g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH) ||
-            g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_TLS) ||
-            g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG)) {
+        if (g_error_matches(failure, SLUICE_ERROR, SLUICE_ERROR_AUTH) ||
+            g_error_matches(failure, SLUICE_ERROR, SLUICE_ERROR_TLS) ||
+            g_error_matches(failure, SLUICE_ERROR, SLUICE_ERROR_CONFIG)) {
             g_propagate_error(error, failure);
             redis_free(&b->base);
             return NULL;

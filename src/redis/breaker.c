@@ -117,7 +117,7 @@ void sluice__breaker_refuse(sluice__breaker *b, GError **error)
     gint64 left = open_until(b) - g_get_monotonic_time();
     left = MAX(0, left);
     const char *last = g_atomic_pointer_get(&b->last);
-    g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
+    g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND,
                 "%s: failing (%s); next try in %" G_GINT64_FORMAT " ms", b->what, last ? last : "?",
                 (left + 999) / 1000);
 }

@@ -181,8 +181,8 @@ gboolean sluice__redis_cluster_start(sluice__redis_cluster *c, gint64 deadline, 
         if (sluice__redis_link_connect(node->link, deadline, &last) &&
             read_map(c, node, deadline, &last))
             break;
-        if (g_error_matches(last, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH) ||
-            g_error_matches(last, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_TLS))
+        if (g_error_matches(last, SLUICE_ERROR, SLUICE_ERROR_AUTH) ||
+            g_error_matches(last, SLUICE_ERROR, SLUICE_ERROR_TLS))
             break;
     }
     g_atomic_int_set(&c->refreshing, 0);

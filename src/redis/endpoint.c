@@ -42,5 +42,5 @@ void sluice__redis_endpoint_use_tls(sluice__redis_endpoint *e, sluice__tls_conte
 void sluice__redis_fail(GError **error, int code, const sluice__redis_endpoint *e, const char *step,
                         const char *detail)
 {
-    g_set_error(error, SLUICE_ERROR_DOMAIN, code, "%s: %s: %s", e->what, step, detail);
+    g_set_error(error, SLUICE_ERROR, code, "%s: %s: %s", e->what, step, detail);
 }

@@ -147,10 +147,10 @@ static gboolean master_address(const sluice__redis_sentinel *s, const sluice__re
         *host = g_strdup(r->element[0]->str);
         *port = (int)p;
     } else if (r->type == REDIS_REPLY_NIL) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
-                    "%s: watches no master called %s", e->what, s->master);
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND, "%s: watches no master called %s",
+                    e->what, s->master);
     } else {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND,
                     "%s: SENTINEL get-master-addr-by-name: not an address", e->what);
     }
     freeReplyObject(r);
@@ -173,7 +173,7 @@ gboolean sluice__redis_sentinel_is_master(const sluice__redis_sentinel *s, const
                                : "?";
         master = strcmp(role, "master") == 0;
         if (!master)
-            g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND,
+            g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND,
                         "%s: ROLE: says it is a %s, not the master", node.what, role);
         freeReplyObject(r);
     }
@@ -211,7 +211,7 @@ gboolean sluice__redis_sentinel_resolve(sluice__redis_sentinel *s, gint64 step_u
         g_string_append(said, failure->message);
         g_free(h);
     }
-    g_set_error(error, SLUICE_ERROR_DOMAIN, code, "%s: no Sentinel named a master: %s", s->what,
+    g_set_error(error, SLUICE_ERROR, code, "%s: no Sentinel named a master: %s", s->what,
                 said->str);
     return FALSE;
 }

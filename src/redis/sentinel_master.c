@@ -68,8 +68,8 @@ static void found(const char *host, int port, gpointer data)
 /* A failure that stops init: a refused password, or a certificate TLS refused. */
 static gboolean fatal(const GError *failure)
 {
-    return g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_AUTH) ||
-           g_error_matches(failure, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_TLS);
+    return g_error_matches(failure, SLUICE_ERROR, SLUICE_ERROR_AUTH) ||
+           g_error_matches(failure, SLUICE_ERROR, SLUICE_ERROR_TLS);
 }
 
 sluice__redis_master *sluice__redis_master_new(const sluice__redis_url *url, const char *password,
@@ -147,7 +147,7 @@ sluice__redis_node *sluice__redis_master_node(sluice__redis_master *m, GError **
 {
     sluice__redis_node *node = g_atomic_pointer_get(&m->current);
     if (!node)
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_BACKEND, "%s: no master found yet",
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND, "%s: no master found yet",
                     sluice__redis_sentinel_what(m->sentinel));
     return node;
 }

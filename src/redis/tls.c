@@ -106,7 +106,7 @@ static gboolean file_failed(GError **error, const char *key, const char *path)
     /* OpenSSL's reason for a missing file is "system lib": errno says more */
     unsigned long e = ERR_peek_last_error();
     const char *why = ERR_GET_LIB(e) == ERR_LIB_SYS ? g_strerror(ERR_GET_REASON(e)) : last_error();
-    g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG, "%s %s: %s", key, path, why);
+    g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG, "%s %s: %s", key, path, why);
     ERR_clear_error();
     return FALSE;
 }
@@ -119,7 +119,7 @@ static gboolean load(SSL_CTX *ctx, const sluice__tls_settings *s, GError **error
     if (!s->cert_file && !s->key_file)
         return TRUE;
     if (!s->cert_file || !s->key_file) {
-        g_set_error_literal(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG,
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG,
                             "a client certificate needs both tls_cert_file and tls_key_file");
         return FALSE;
     }
@@ -131,7 +131,7 @@ static gboolean load(SSL_CTX *ctx, const sluice__tls_settings *s, GError **error
         !(ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH))
         return file_failed(error, "tls_key_file", s->key_file);
     if (!loaded || SSL_CTX_check_private_key(ctx) != 1) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG,
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG,
                     "tls_key_file %s: not the key of tls_cert_file %s", s->key_file, s->cert_file);
         ERR_clear_error();
         return FALSE;
@@ -154,7 +154,7 @@ sluice__tls_context *sluice__tls_context_new(const sluice__tls_settings *s, GErr
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (!ctx) {
-        g_set_error(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_TLS, "TLS: %s", last_error());
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_TLS, "TLS: %s", last_error());
         ERR_clear_error();
         return NULL;
     }
@@ -274,7 +274,7 @@ static const char *handshake_reason(sluice__tls *s, char *buf, gsize size)
 /* Fails the handshake: "WHAT: TLS: why". */
 static int refused(GError **error, const char *what, int code, const char *why)
 {
-    g_set_error(error, SLUICE_ERROR_DOMAIN, code, "%s: TLS: %s", what, why);
+    g_set_error(error, SLUICE_ERROR, code, "%s: TLS: %s", what, why);
     ERR_clear_error();
     return -1;
 }

@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sluice__config *c = sluice__config_parse((const char *)data, size, "fuzz.ini", &error);
     if (!c) {
         FUZZ_ASSERT(error != NULL, "NULL without an error");
-        FUZZ_ASSERT(g_error_matches(error, SLUICE_ERROR_DOMAIN, SLUICE_ERROR_CONFIG), "code %d",
+        FUZZ_ASSERT(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG), "code %d",
                     error->code);
         g_auto(GStrv) lines = g_strsplit(error->message, "\n", -1);
         for (gsize i = 0; lines[i]; i++) /* one problem per line, each naming the file */
