@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_cluster: one redis-server next to a Redis Cluster of 3 masters on the same machine, in
  * one run: decisions a second on the same threads over the same keys (spread over the slots),
  * each master's share of the script calls, and the time from a master's death to decisions on

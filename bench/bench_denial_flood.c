@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A flood of denied calls on the redis backend, with the denial cache on and off
  * in the same run: decisions per second, and the script calls per second that
  * reach Redis (INFO commandstats). Starts its own redis-server on loopback. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # bench_http: requests per second of examples/http_service under wrk on loopback, for a
 # handler with no rule (/hello) and one with a Redis-backed rule (/login) in one run.
 #   bench/bench_http.sh [PATH/TO/http_service]     (scripts/bench passes its build's)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_instructions: one operation of bench/memory_ops.c, n times, for
  * bench/bench_instructions.sh to count its instructions under callgrind.
  *

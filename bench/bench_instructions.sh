@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Instructions per call of the memory backend's operations (bench/memory_ops.c),
 # counted by callgrind: a figure that does not move with the machine's load or speed,
 # next to the ideal exact shared limit's (a clock read and a CAS) counted the same way.

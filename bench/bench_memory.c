@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_memory: how fast the memory backend decides, on one and two threads, how a
  * hot limit (two threads on one shared state) scales next to the ideal exact shared
  * limit, and what a decorated call whose name has no rule costs next to a plain call.

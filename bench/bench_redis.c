@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_redis: how fast the redis backend decides, on 1 and 16 threads, next to
  * redis-benchmark on PING and on EVALSHA of the same script with the same arguments.
  *

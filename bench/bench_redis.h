@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the files of bench_redis share: the run's constants, the figures of one row, and what
  * each family of rows measures (sluice or hiredis on threads, sluice_acquire_async,
  * redis-benchmark). */

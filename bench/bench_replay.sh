@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # bench_replay: how long `sluice replay --svg` takes to draw a trace of a million lines,
 # and how big the picture is, next to the same replay printing its lines (the baseline,
 # from the same run).

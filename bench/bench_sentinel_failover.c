@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* How long decisions stop when a Sentinel-managed master dies: from its death to the
  * Sentinels' +switch-master, and from there to the first decision on the new master.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_tls: what TLS costs a decision: the same rule on the same redis-server, reached
  * with redis:// (its plaintext port) and rediss:// (its TLS port), in one run.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the failover benchmarks share: threads deciding through a master's death, and when
  * decisions on its callers resumed. */
 #include "failover.h"

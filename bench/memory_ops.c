@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The operations bench_memory times and bench_instructions counts: sluice's memory
  * backend deciding (by name, decorated, per key, on a hot limit, with prefetch), the
  * ideal exact shared limit, and a plain call next to decorated calls with no rule. */

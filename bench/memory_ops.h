@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The operations of the memory backend's benchmarks (bench_memory, bench_instructions):
  * each makes n calls and returns how many were admitted. */
 #ifndef SLUICE_BENCH_MEMORY_OPS_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // bench_redis's peer: rate-limiter-flexible's RateLimiterRedis.consume (one script, three
 // commands) on the redis-server of the run, with IN_FLIGHT calls in flight on one ioredis
 // connection, for about SECONDS; run by redis_algorithms.c as

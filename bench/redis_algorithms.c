@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_redis's rows per algorithm, next to the peer: what one decision costs the server
  * and how many it serves.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_redis's sluice_acquire_async row: one thread iterating a GMainContext that keeps many
  * decisions in flight, recording the latency of each. */
 #include <string.h>

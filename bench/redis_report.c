@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_redis's report: the rows in the order they run, the table, the rounds of the targets'
  * rows and the targets (PASS/MISS). */
 #include <stdio.h>

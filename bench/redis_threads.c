@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_redis's threads calling sluice_acquire, or hiredis directly (the reference rows): each
  * records the latency of every call into an array allocated before the run. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_redis's redis-benchmark rows: the tool run against the same server, with the same
  * command, its --csv figures read back. */
 #include <errno.h>

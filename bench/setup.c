@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* How every benchmark starts: sluice on a keyfile of its own, and a heading that says what ran. */
 #include "setup.h"
 

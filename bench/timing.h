@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What every benchmark times with: the clocks, CPU time, the machine's load, and the
  * quantiles of what it measured. */
 #ifndef SLUICE_BENCH_TIMING_H

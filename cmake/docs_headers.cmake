@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Part of the `docs` target: every installed header opens with a /** @file comment.
 # Doxygen reports undocumented functions, types and macros only in documented files:
 # a header without @file would leave all of its symbols out of the reference silently.

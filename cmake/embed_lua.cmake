@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Run with cmake -P at build time: writes OUT, a C file holding every lua/*.lua script
 # named in NAMES (in that order) as the array sluice__lua_scripts[].
 string(REPLACE "," ";" NAMES "${NAMES}")

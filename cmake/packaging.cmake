@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Debian packages, built by `cpack -G DEB` in a build configured with
 # -DCMAKE_INSTALL_PREFIX=/usr (tests/debian_packages.sh does it):
 #   libsluice0     the shared library
@@ -5,8 +6,9 @@
 #   sluice-tools   the sluice command and its man page
 # Their dependencies on other libraries are what dpkg-shlibdeps finds in the ELF
 # files; each package has cmake/debian/changelog as its changelog.gz (a native
-# package: the version has no Debian revision). tests/debian_packages.sh runs lintian
-# on them. They have no copyright file: the project has no licence yet.
+# package: the version has no Debian revision) and cmake/debian/copyright (the MIT
+# licence, machine-readable) as its copyright file. tests/debian_packages.sh runs
+# lintian on them.
 set(SLUICE_DEB_MAINTAINER "sluice maintainers <maintainers@users.noreply.a-seed-b88493c2.example>"
     CACHE STRING "The Maintainer field of the Debian packages")
 
@@ -35,7 +37,7 @@ foreach(component lib dev tools)
   set(CPACK_DEBIAN_${C}_PACKAGE_NAME ${SLUICE_DEB_${component}})
   set(CPACK_DEBIAN_${C}_FILE_NAME DEB-DEFAULT)
   # only in the packages: a plain `cmake --install` leaves it out
-  install(FILES ${SLUICE_CHANGELOG_GZ}
+  install(FILES ${SLUICE_CHANGELOG_GZ} ${PROJECT_SOURCE_DIR}/cmake/debian/copyright
           DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${SLUICE_DEB_${component}}
           COMPONENT ${component} EXCLUDE_FROM_ALL)
 endforeach()
@@ -61,8 +63,13 @@ set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
 # for this very version: the ABI of 0.x may change without a new SONAME
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY "=")
-# dpkg runs ldconfig for a library in the loader's directories through this trigger
-set(CPACK_DEBIAN_LIB_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/cmake/debian/triggers)
+# dpkg runs ldconfig for a library in the loader's directories through this trigger.
+# CPack would also write a postinst and a postrm that call ldconfig (lintian:
+# maintscript-calls-ldconfig) unless the control files name their own: they are named
+# here but do not exist, so the package has neither (as debhelper makes a library's).
+set(CPACK_DEBIAN_LIB_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/cmake/debian/triggers
+    ${PROJECT_BINARY_DIR}/debian/no-maintainer-scripts/postinst
+    ${PROJECT_BINARY_DIR}/debian/no-maintainer-scripts/postrm)
 # the man page compressed with gzip -9n in the packages (cmake/debian/compress_man.cmake)
 set(CPACK_PRE_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/cmake/debian/compress_man.cmake)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)

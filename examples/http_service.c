@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* http_service: a libsoup 3 server whose handlers are rate limited by sluice, with the
  * limits in examples/http_service.ini (examples/README.md walks through it).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* quickstart: decorated handlers limited by examples/quickstart.ini, called in a
  * loop; prints which calls ran their body and which the fallback answered. */
 #include <stdio.h>

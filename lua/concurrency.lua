@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- sluice concurrency: fewer than limit calls in flight, each a lease that expires after window_us if never given back (mirrors src/algorithm.c).
 --
 -- EVALSHA sha 2 state_key seq_key op limit window_us burst anchor permits reserve_us now_us

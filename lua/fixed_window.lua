@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- sluice fixed_window: count + permits <= limit in a window of window_us that starts at its first admitted hit, or at a multiple of window_us since the epoch (mirrors src/algorithm.c).
 --
 -- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us

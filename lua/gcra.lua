@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- sluice gcra: the generic cell rate algorithm with redis-cell's CL.THROTTLE semantics, the emission interval exact (mirrors src/algorithm.c).
 --
 -- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us

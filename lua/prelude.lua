@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- sluice: the helpers every script of lua/ shares; cmake/embed_lua.cmake puts this
 -- file in front of each script (Redis scripts cannot load modules).
 

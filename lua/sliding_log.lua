@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- sluice sliding_log: admitted permits in (now - window_us, now] + permits <= limit, exact (mirrors src/algorithm.c).
 --
 -- EVALSHA sha 2 state_key seq_key op limit window_us burst anchor permits reserve_us now_us

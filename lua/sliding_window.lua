@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- sluice sliding_window: the previous window weighted by its overlap + the current one + permits <= limit, O(1) (mirrors src/algorithm.c).
 --
 -- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us

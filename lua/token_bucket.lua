@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- sluice token_bucket: a bucket of burst tokens refilled one per window / limit (exact), with reservations for waiting callers (mirrors src/algorithm.c).
 --
 -- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Sourced by scripts/demo and scripts/test: installs the Debian 12 packages sluice
 # needs when they are missing (as root through apt-get; otherwise says what to install).
 # libsoup-3.0-dev: examples/http_service and tests/check_http_service.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The deciding calls of include/sluice/acquire.h, and what the decorating macros of
  * include/sluice/macros.h call around a decorated body. */
 #include <sluice/sluice.h>

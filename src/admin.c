@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What operators' tools need: check a keyfile, describe a rule, reset a limit. */
 #include <sluice/admin.h>
 #include <sluice/error.h>

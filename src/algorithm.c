@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The six algorithms on one key's state: pure arithmetic on a time the caller gives.
  *
  * Every algorithm first works out what the state is now, decides without touching

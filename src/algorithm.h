@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The six algorithms on one key's state: pure arithmetic on a time the caller gives.
  * lua/ holds the same definitions for Redis; both must answer alike. */
 #ifndef SLUICE_ALGORITHM_H

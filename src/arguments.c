@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The checks every entry point makes of its arguments, and the lookup of the
  * limiter a call names. */
 #include "arguments.h"

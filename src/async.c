@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The asynchronous API: one decision as a GTask on the caller's main context.
  *
  * A request asks the engine without blocking (sluice__engine_ask_async), and when

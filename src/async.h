@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the rest of sluice asks of the asynchronous API (include/sluice/async.h). */
 #ifndef SLUICE_ASYNC_INTERNAL_H
 #define SLUICE_ASYNC_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backend interface: where a limiter's state lives and decisions are made. */
 #ifndef SLUICE_BACKEND_H
 #define SLUICE_BACKEND_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The memory backend: every algorithm in-process, state per limiter and key.
  *
  * Each limiter has a store. Its shared state (calls without a key) under a rule of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The memory backend: every algorithm in-process, state per limiter and key. */
 #ifndef SLUICE_BACKEND_MEMORY_H
 #define SLUICE_BACKEND_MEMORY_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The clock of every decision and of waiting callers: monotonic, or the virtual one
  * of sluice_clock_set. */
 #include "clock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The keyfile: read, validate every value, and produce an immutable configuration.
  *
  * Every problem is reported as "PATH: [GROUP] KEY = VALUE: what is expected"; all

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The keyfile: read, validate every value, and produce an immutable configuration. */
 #ifndef SLUICE_CONFIG_H
 #define SLUICE_CONFIG_H

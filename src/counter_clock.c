@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CLOCK_MONOTONIC read cheaply: the CPU's time-stamp counter on a line kept in step
  * with clock_gettime.
  *

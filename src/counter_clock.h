@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CLOCK_MONOTONIC in nanoseconds, read from the CPU's time-stamp counter where
  * that is sound (a third of clock_gettime's cost), else from clock_gettime. */
 #ifndef SLUICE_COUNTER_CLOCK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counting decisions: relaxed atomic counters and a power-of-two latency histogram. */
 #include "counters.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counting decisions: the counters and latency histogram behind include/sluice/stats.h. */
 #ifndef SLUICE_STATS_INTERNAL_H
 #define SLUICE_STATS_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The denial cache: denials a remote backend gave that still hold.
  *
  * Exact because a denied call consumes nothing: until its retry_after has passed,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The denial cache: denials a remote backend gave that still hold, answered in
  * process until they can have changed, with no round trip. */
 #ifndef SLUICE_DENIAL_CACHE_H

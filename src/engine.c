@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The engine: applies a rule (permits, wait, shadow mode, on_error) through a backend.
  *
  * It knows nothing of Redis or of the macros: it asks the backend (the in-process

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The engine: applies a rule (permits, wait, shadow mode, on_error) through a backend. */
 #ifndef SLUICE_ENGINE_H
 #define SLUICE_ENGINE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GError domain of sluice and the messages of its codes, from one table. */
 #include <sluice/error.h>
 

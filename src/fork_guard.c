@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fork() while other threads decide: the locks a decision takes are held across
  * fork() (pthread_atfork), in the order the code nests them, so that the child
  * finds them free and what they guard whole, and can go on deciding.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fork() while other threads decide: the child finds the decision path's locks free. */
 #ifndef SLUICE_FORK_GUARD_H
 #define SLUICE_FORK_GUARD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A thread's hand: permits it took from a memory store's shared state ahead.
  *
  * Each thread has HANDS slots, one per owner (a store) at a time, chosen by the

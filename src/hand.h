@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A thread's hand: permits it took from a memory store's shared state ahead
  * (rule prefetch) and hands to its own later calls, with no shared write. */
 #ifndef SLUICE_HAND_H

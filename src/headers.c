@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Retry-After and the RateLimit-* headers from a decision, in fixed buffers. */
 #include <sluice/error.h>
 #include <sluice/headers.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* How the path of a decision is compiled: one function, with no calls between files.
  *
  * The entry points of a decision (sluice_acquire, and the macros' sluice__enter

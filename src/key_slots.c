@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Keyed slots: packing keys into words, comparing and storing them atomically, and
  * the writers' stripe locks every table shares (fork() holds them all: with 8
  * stripes, fork() stays within the 64 mutexes ThreadSanitizer lets a thread hold). */

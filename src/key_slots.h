@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Keyed slots: the fixed tables of the in-process stores before a remote backend
  * (the denial cache, prefetched permits), a slot per hash of the key. */
 #ifndef SLUICE_KEY_SLOTS_H

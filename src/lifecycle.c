@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* include/sluice/lifecycle.h: sluice_init, sluice_reload, sluice_shutdown, and the
  * configuration and backends they make, swap and free. */
 #include <sluice/lifecycle.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The rule for a limit's name: 1 to SLUICE__MAX_NAME_BYTES bytes of UTF-8. */
 #include "limit_name.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The rule for a limit's name, written once: the keyfile's [limit:NAME] groups, the
  * API's name arguments and the decorating macros' names all follow it. */
 #ifndef SLUICE_LIMIT_NAME_H

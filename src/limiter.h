@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A limiter: one limit name's current rule and its in-process state. */
 #ifndef SLUICE_LIMITER_H
 #define SLUICE_LIMITER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Redis scripts of lua/, embedded at build time: one per algorithm. */
 #ifndef SLUICE_LUA_SCRIPTS_H
 #define SLUICE_LUA_SCRIPTS_H

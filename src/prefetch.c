@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Prefetched permits: permits a process took from a remote backend in one round
  * trip, handed to its own callers in process.
  *

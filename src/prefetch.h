@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Prefetched permits: permits a process took from a remote backend in one round
  * trip and hands to its own callers until they run out or their time is up. */
 #ifndef SLUICE_PREFETCH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The registry: descriptors, the limiter of each name, and binding them to rules.
  *
  * Descriptors form an intrusive list: both forms link their descriptors from

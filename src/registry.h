@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The registry: descriptors, the limiter of each name, and binding them to rules. */
 #ifndef SLUICE_REGISTRY_H
 #define SLUICE_REGISTRY_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A validated rule: one limit's algorithm and parameters, immutable once published. */
 #ifndef SLUICE_RULE_H
 #define SLUICE_RULE_H

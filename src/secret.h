@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Redis password outside the URL ($SLUICE_REDIS_PASSWORD, password_file), and
  * keeping it out of messages. */
 #ifndef SLUICE_SECRET_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading the stats: one limit's, one decorated function's, and all as Prometheus text. */
 #include <sluice/descriptor.h>
 #include <sluice/error.h>

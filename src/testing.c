@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The test-only hooks of include/sluice/testing.h. */
 #include <sluice/testing.h>
 

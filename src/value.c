@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Parsing of keyfile values: whole numbers, durations with units, booleans. */
 #include "value.h"
 

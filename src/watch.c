@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The keyfile watcher: a thread polls stat(2) of the keyfile ten times a second.
  *
  * Polling rather than inotify: it needs no main loop, sees a rename over the file

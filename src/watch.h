@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The keyfile watcher: a thread that notices when the keyfile is saved. */
 #ifndef SLUICE_WATCH_H
 #define SLUICE_WATCH_H

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The API reference (the `docs` target: cmake/docs_headers.cmake, then Doxygen over
 # include/sluice with cmake/Doxyfile.in) builds with no warning, documents every function
 # the shared library exports, and its gate can fail: a copy of the headers with an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The calls of <sluice/admin.h>: sluice_reset, sluice_config_check and sluice_rule_get,
  * and peeks (what `sluice status` reads) consuming nothing, on both backends (Redis as
  * one server, a Cluster or a Sentinel-managed master). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pins the six algorithms to the exact answers docs/algorithms.md defines, on an injected clock. */
 #include "fixture.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The public API at its edges: bad arguments, names with no rule, waiting, shadow
  * mode, the on_error policies, eviction of idle keys and reload. */
 #include "fixture.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The asynchronous API: decisions on one main loop, waiting without blocking,
  * cancellation, and the loop serving while a decision waits. */
 #include "fixture.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bad input to every public function (NULL, empty, huge, not UTF-8, negative or
  * overflowing), and every algorithm decided at the extremes the keyfile accepts. */
 #include "fixture.h"

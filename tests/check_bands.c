@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pins bands and shadow bands to docs/algorithms.md: every band must admit and then
  * every band takes the permits; the decision reports the band with the fewest
  * remaining, the latest retry and reset; shadow bands are counted, never refuse;

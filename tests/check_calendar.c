@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pins fixed_window's calendar windows (anchor = epoch) to the exact answers of
  * docs/algorithms.md on an injected clock, and to the UTC clock with real time. */
 #include "fixture.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sluice command, run as a program: every subcommand, its output and exit
  * status, on the memory backend and on real Redis (SLUICE_TEST_BACKEND=redis, cluster,
  * sentinel, tls). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The clock decisions read (src/counter_clock.c, compiled in): on the time-stamp
  * counter where the kernel keeps CLOCK_MONOTONIC on it, and always within a few
  * microseconds of clock_gettime, never back on a thread, across its re-anchoring,

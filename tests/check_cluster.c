@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sluice on a real Redis Cluster: processes sharing per-key limits over every master,
  * a master killed while threads decide (with and without full coverage), and slots
  * moved between masters under load. Each test starts its own Cluster. */

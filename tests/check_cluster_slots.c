@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Redis Cluster's slots as sluice reads them: the slot of each key (against CLUSTER
  * KEYSLOT of a real Cluster), the map from CLUSTER SLOTS replies (written by hand
  * and from a real 3-master Cluster), MOVED and ASK; and the test Cluster itself. */

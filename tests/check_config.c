@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The keyfile: each bad value refused saying where and what is expected, each good one obeyed. */
 #include "fixture.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* contrib/grafana/sluice-dashboard.json: valid JSON whose every query names only
  * metrics, labels and label values that sluice_stats_prometheus() emits, read from a
  * process that made decisions of every kind against a real redis-server. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The denial cache against a real redis-server: the same verdicts as without it,
  * fields aged as docs/algorithms.md says, no round trip while a denial holds, and
  * a round trip again as soon as it may not. */

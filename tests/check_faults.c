@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fault suite: 8 threads decide while a real redis-server is killed, hung, flushed,
  * has its clients killed or runs out of memory, on every on_error policy; prints a table. */
 #include "fixture.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sluice_headers_from_decision: which headers a decision gives, and their values at
  * every edge (no rule, never, 0 and 1 ms, rounding, caps, bad decisions). */
 #include "fixture.h"

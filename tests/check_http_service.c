@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* examples/http_service as its users see it: real processes on free loopback ports,
  * real HTTP (libsoup's client), one real redis-server shared by two instances. */
 #include "fixture.h"

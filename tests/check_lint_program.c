@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sluice lint --program: the decorated names of built programs (tests/lint_sites) and a
  * built example checked against keyfiles, and the ELF reader (tools/sites.c) on files of
  * either class and byte order, cut short or malformed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The decorators: guard and definition forms, keys, void and no-argument functions,
  * names with no rule, error callbacks, and concurrency released on return. */
 #include "fixture.h"

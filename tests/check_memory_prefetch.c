@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Prefetch on the memory backend, on an injected clock: a thread takes `prefetch`
  * permits of a limit's shared state at once and answers its own later calls from
  * them until they run out or prefetch_ttl passes; a reset or a reload voids them;

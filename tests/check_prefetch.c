@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Prefetched permits against a real redis-server: one round trip takes `prefetch`
  * permits, the process hands them out until they run out or prefetch_ttl passes,
  * a child of fork() starts with none, and across processes no more are used than

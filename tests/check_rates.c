@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pins token_bucket and gcra at any rate to the exact answers docs/algorithms.md
  * defines: rates that do not divide the window, more than one permit per µs, bursts
  * of 2^50, times near 2^52 µs; no over-admission; and randomized differential

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The redis backend against real redis-servers on loopback: shared limits across
  * processes, NOSCRIPT, expiry, AUTH and ACL users, fork(), memory per key, and a
  * server that is not there. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The RESP writer of the Redis client (src/redis_conn.c): byte for byte what hiredis
  * writes for the same arguments, its length asked for first, never past its buffer,
  * and the decimal digits of every int64 edge. */

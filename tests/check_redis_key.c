@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Redis key builder with untrusted keys: distinct keys for distinct callers,
  * exactly one hash tag in one slot, long keys hashed, checked by hand and against
  * real redis-servers (a plain one, and a one-node Redis Cluster). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The blocking callers' shared, pipelined connection to Redis (src/redis_link.c), against
  * a real redis-server: one connection for many threads, every reply to its own caller
  * (also across a server that hangs past the callers' timeouts), and fork() while threads

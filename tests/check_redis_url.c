@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `redis` URL: every form (one server, Cluster, Sentinel, TLS) parsed into
  * its parts, and every bad one refused saying what is wrong, never repeating it. */
 #include "fixture.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hot reload: saves of the keyfile apply within a second, broken files are refused. */
 #include "fixture.h"
 

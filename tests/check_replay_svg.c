@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sluice replay --svg: the picture is well-formed XML whose buckets and totals are the
  * replay's own, --compare draws both keyfiles, and a real renderer (rsvg-convert)
  * makes a picture of it that is not blank. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Redis password: taken from the URL, $SLUICE_REDIS_PASSWORD or password_file,
  * and never in a log line or an error message, whatever fails. */
 #include "fixture.h"

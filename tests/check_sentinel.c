@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Redis Sentinel: the test fixture fails over, and sluice finds the master through it. */
 #include "fixture.h"
 #include "redis_sentinel.h"

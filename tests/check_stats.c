@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Stats and shadow mode: exact counters per limit and per decorated function, and
  * Prometheus text that a parser accepts. */
 #include "fixture.h"

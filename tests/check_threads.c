@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Threads: 8 threads hammer one limit for a second on the real clock; the times the
  * limiter used are captured, and no window ever admits more than the rule allows.
  * On a stopped clock, threads on one limit admit exactly what one thread would. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TLS to Redis (rediss://) and the mistakes sluice_init catches at start-up: each bad
  * certificate refused with its reason, a client certificate for tls-auth-clients,
  * plaintext and TLS crossed, a stalled handshake, a database the server has not, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Every relative link of README.md and the Markdown pages of docs/, examples/ and bench/
 # leads to a file that exists and, for a #fragment into a Markdown page, to one of its
 # headings (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An application of the installed headers, valid C99, C11 and C++17: both decorating
  * forms and a call of each header's API against tests/header_standards.sh's keyfile
  * (every limit 1 per hour); exits 0 when every call was decided as that keyfile says. */

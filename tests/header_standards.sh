@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The installed headers as consumers compile them, with -Wall -Wextra -Wpedantic
 # -Werror: each header alone (GCC as C99 and as C++17), and tests/header_consumer.c
 # (both decorating forms and the API) as C99, C11 and C++17 with GCC and, when

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs sluice into a temporary prefix and builds examples/quickstart.c outside the
 # tree twice, with pkg-config and with find_package(sluice); both must run and pass,
 # and so must the installed sluice command. Then README.md's first program, its C and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # No dependency circle among src/ files: an edge from each object of the library to
 # every other object defining a symbol it uses, and tsort must order them all.
 #   layering.sh OBJECT...   (the library's objects, $<TARGET_OBJECTS:sluice_objects>)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sluice acquire: one decision of a limit, as a decorated call would get it. */
 #include <stdio.h>
 

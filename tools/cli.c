@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the subcommands of the sluice command share: exit codes, options, errors, output. */
 #include "cli.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sluice lint: checks keyfiles as sluice_init would, and against the names programs decorate. */
 #include <stdio.h>
 #include <string.h>

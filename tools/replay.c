@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sluice replay: a traffic trace replayed in virtual time against a keyfile's rules.
  *
  * Every trace line is one caller's call at its own time T_MS. The library's clock

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The picture of a replay (sluice replay --svg): per limit and keyfile, admitted and
  * denied permits over time, in buckets, with the limit and the replay's summary.
  *

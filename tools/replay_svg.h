@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The picture of a replay (sluice replay --svg): per limit, admitted and denied permits over time.
  */
 #ifndef SLUICE_REPLAY_SVG_H

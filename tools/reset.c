@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sluice reset: forgets a limit's state for one key, so that it is full again. */
 #include "cli.h"
 

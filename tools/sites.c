@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reads the records of RATE_LIMITED* uses from an ELF file, without running or relocating it. */
 #include "sites.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The decorated places a built program carries: the macros' records, read from its ELF file. */
 #ifndef SLUICE_SITES_H
 #define SLUICE_SITES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sluice command: lint, try, replay, inspect and reset the limits of a keyfile. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sluice status: the state of limits, read from the backend without consuming. */
 #include <stdio.h>
 #include <string.h>

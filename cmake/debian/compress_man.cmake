@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # CPack runs this (CPACK_PRE_BUILD_SCRIPTS) on the files it staged for the Debian
 # packages: man pages are shipped compressed with gzip -9n, as Debian policy asks.
 # A plain `cmake --install` keeps them as they are.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * The core API: ask for permits, give them back (and, through <sluice/lifecycle.h>,
  * load the keyfile). */

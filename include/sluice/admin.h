@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * What operators' tools need: check a keyfile, describe a rule, reset a limit. */
 #ifndef SLUICE_ADMIN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * Deciding without blocking: sluice_acquire in the GIO asynchronous style. */
 #ifndef SLUICE_ASYNC_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * The clock sluice decides by: the monotonic clock, or a virtual one that a
  * program sets to replay a trace or simulate time. */

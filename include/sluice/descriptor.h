@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * Descriptors: one static record per decorated place, listed for tools. */
 #ifndef SLUICE_DESCRIPTOR_H

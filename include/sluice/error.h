@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * The GError domain of sluice: one table gives both the codes and their messages. */
 #ifndef SLUICE_ERROR_H

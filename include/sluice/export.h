@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * The export macro: only symbols marked SLUICE_API leave the shared library. */
 #ifndef SLUICE_EXPORT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * HTTP rate-limit headers from a decision: Retry-After and the IETF RateLimit-* fields. */
 #ifndef SLUICE_HEADERS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * Starting, reloading and stopping sluice: the keyfile and the rules it holds. */
 #ifndef SLUICE_LIFECYCLE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * The decorators: RATE_LIMITED guards, RATE_LIMITED_FUNCTION definitions. */
 #ifndef SLUICE_MACROS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * sluice: rate-limit C functions in-process or across a cluster that shares Redis.
  * The one header applications include. */

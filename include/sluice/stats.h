@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * Stats: what each limit and each decorated function decided, and how fast. */
 #ifndef SLUICE_STATS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /** @file
  * Test-only hooks: injected backend failures and a look inside the memory backend.
  * For sluice's own tests and for tests of programs that use it; not for production.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The redis backend without blocking: sluice's own connections on GLib main contexts.
  *
  * One connection per node and GMainContext that asks, so every decision of a main

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The redis backend without blocking: sluice's own connection per node and main
  * context, replies parsed by hiredis' reader. */
 #ifndef SLUICE_REDIS_ASYNC_CLIENT_H

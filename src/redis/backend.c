@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The redis backend: the algorithms of lua/ run in Redis, shared by every process.
  *
  * A decision is one EVALSHA of the rule's script on the shared, pipelined link of

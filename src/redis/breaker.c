@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The circuit breaker of a remote backend: stop calling a dead server for a while.
  *
  * Closed: every call goes out. After SLUICE__BREAKER_FAILURES consecutive failures

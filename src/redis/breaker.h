@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The circuit breaker of a remote backend: stop calling a dead server for a while. */
 #ifndef SLUICE_BREAKER_H
 #define SLUICE_BREAKER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A Redis Cluster as the redis backend sees it: a node per master, the slot map, and
  * what a node's refusal means for the call.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A Redis Cluster as the redis backend sees it: a node per master (each with its
  * link and breaker), the map of which node serves each slot, and what a node's
  * refusal (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) means for the call. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Redis Cluster's slots: CRC16 of a key's hash tag, the slot map read from CLUSTER
  * SLOTS (nested arrays: first slot, last slot, then the master as [endpoint, port,
  * node ID, metadata] and its replicas), and MOVED / ASK redirections. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Redis Cluster's slots: the slot of a key, which master serves each slot (from a
  * CLUSTER SLOTS reply, kept up to date by MOVED), and the redirections a node
  * answers with. */

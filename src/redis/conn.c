@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A connection to Redis bounded by a deadline.
  *
  * sluice connects, sends and waits itself, on a non-blocking socket (redis/socket.c),

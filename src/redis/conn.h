@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A connection to Redis bounded by a deadline: connect, TLS, AUTH, SELECT, send, wait;
  * plaintext or TLS underneath (the transport). */
 #ifndef SLUICE_REDIS_CONN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One Redis server as sluice reaches it: where, as whom, and its name in messages. */
 #include "redis/endpoint.h"
 

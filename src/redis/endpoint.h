@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One Redis server as sluice reaches it: where, as whom, and its name in messages. */
 #ifndef SLUICE_REDIS_ENDPOINT_H
 #define SLUICE_REDIS_ENDPOINT_H

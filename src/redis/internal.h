@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the Redis family shares: the backend's state, and the node each call goes to. */
 #ifndef SLUICE_REDIS_INTERNAL_H
 #define SLUICE_REDIS_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Redis key names of a limit and a caller: PREFIX{LEN:NAME:KEY}, escaped so
  * that the hash tag is exactly what sluice writes, and long keys hashed. */
 #include "redis/key.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Redis key names of a limit and a caller: injective, one exact hash tag. */
 #ifndef SLUICE_REDIS_KEY_H
 #define SLUICE_REDIS_KEY_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One pipelined connection to a Redis server that every thread of the process shares.
  *
  * Threads deciding at once do not each wait a round trip on a connection of their

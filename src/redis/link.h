@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One pipelined connection to a Redis server that every thread of the process shares. */
 #ifndef SLUICE_REDIS_LINK_H
 #define SLUICE_REDIS_LINK_H

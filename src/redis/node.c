@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One Redis server the backend sends to: its endpoint, links and breaker. */
 #include "redis/node.h"
 

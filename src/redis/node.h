@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One Redis server the backend sends to: its endpoint, with the blocking link, the
  * asynchronous client's connections and the breaker that all calls to it share.
  * A node knows nothing of the asynchronous client (redis/async_client.c, which

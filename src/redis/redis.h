@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The redis backend: the algorithms of lua/ run in Redis, shared by every process. */
 #ifndef SLUICE_REDIS_H
 #define SLUICE_REDIS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Host names resolved within a deadline.
  *
  * getaddrinfo() has no timeout (glibc's resolver waits `timeout` × `attempts` of

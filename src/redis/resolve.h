@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Host names resolved within a deadline. */
 #ifndef SLUICE_REDIS_RESOLVE_H
 #define SLUICE_REDIS_RESOLVE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The RESP writer: a command's arguments in Redis' protocol, with no allocation
  * when it fits the caller's buffer and no printf. */
 #include "redis/resp.h"

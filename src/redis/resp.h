@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The RESP writer: a command's arguments in Redis' protocol. */
 #ifndef SLUICE_REDIS_RESP_H
 #define SLUICE_REDIS_RESP_H

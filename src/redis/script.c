@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One script call of the redis backend: its EVALSHA arguments and reading its reply. */
 #include "redis/script.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One script call of the redis backend: its EVALSHA arguments and reading its reply. */
 #ifndef SLUICE_REDIS_SCRIPT_H
 #define SLUICE_REDIS_SCRIPT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Which server is the master that a group of Sentinels watches: ask them, then ask it.
  *
  * As Redis' guidelines for Sentinel clients say: ask each Sentinel in turn, with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Which server is the master that a group of Sentinels watches: ask them, then ask it. */
 #ifndef SLUICE_REDIS_SENTINEL_H
 #define SLUICE_REDIS_SENTINEL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The master of a Sentinel-managed backend: the node calls go to, moved by failovers.
  *
  * Each address the master has had gets a node of its own (endpoint, links,

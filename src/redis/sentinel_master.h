@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The master of a Sentinel-managed backend: the node calls go to, moved by failovers. */
 #ifndef SLUICE_REDIS_SENTINEL_MASTER_H
 #define SLUICE_REDIS_SENTINEL_MASTER_H

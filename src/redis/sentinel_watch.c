@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Following the master through a failover: a thread subscribed to every Sentinel.
  *
  * The thread holds a connection to each Sentinel subscribed to +switch-master (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Following the master through a failover: a thread subscribed to every Sentinel. */
 #ifndef SLUICE_REDIS_SENTINEL_WATCH_H
 #define SLUICE_REDIS_SENTINEL_WATCH_H

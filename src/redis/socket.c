@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Waiting on a non-blocking socket until a deadline, with ppoll(). */
 #define _GNU_SOURCE /* ppoll */
 #include "redis/socket.h"

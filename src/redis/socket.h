@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Waiting on a non-blocking socket until a deadline, and how an exchange on it ended:
  * what the connection (conn.c) and TLS on it (tls.c) both need. */
 #ifndef SLUICE_REDIS_SOCKET_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TLS to Redis with OpenSSL.
  *
  * The socket stays sluice's: it is non-blocking, and every wait is a poll() that

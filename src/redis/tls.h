@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TLS to Redis with OpenSSL: a client's trust and certificate, the handshake on a
  * non-blocking socket, and sending and receiving one step at a time. */
 #ifndef SLUICE_REDIS_TLS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `redis` keyfile value: one server (redis://, unix://), a Redis Cluster
  * (redis+cluster://) or a Sentinel-managed master (redis+sentinel://), and their TLS
  * forms. GUri takes one host only, so the authority is split here (RFC 3986: it

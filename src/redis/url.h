@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `redis` keyfile value: one server, a Redis Cluster or a Sentinel-managed
  * master, in plain TCP or TLS. */
 #ifndef SLUICE_REDIS_URL_H

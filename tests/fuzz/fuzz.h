@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the libFuzzer harnesses share: the entry point and an assertion that aborts. */
 #ifndef SLUICE_FUZZ_H
 #define SLUICE_FUZZ_H

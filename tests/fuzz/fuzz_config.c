@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness of keyfile validation: any bytes are refused with a readable
  * error or give a configuration whose every value is within its documented bounds. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness of the Redis key builder: every (name, key) gives keys with
  * exactly one hash tag, and decoding the key gives the name and key back (so
  * different callers never share a key). */

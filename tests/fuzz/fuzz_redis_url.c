@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness of the `redis` URL parser: it never crashes or leaks, fills a
  * coherent result, and never repeats the password in its error. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Replays fuzz inputs without libFuzzer: every file named, or found in a directory
  * named, goes once through the harness's LLVMFuzzerTestOneInput. */
 #include <glib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The member of lint_sites' archive that the program calls: its site must be read. */
 #include <sluice/sluice.h>
 

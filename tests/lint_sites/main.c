@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A PIE program for check_lint_program, linked with --gc-sections against an archive
  * (archive.c; unused.c stays out): `sluice lint --program` reads its decorated names
  * back. The suite asserts the lines of these macros: move them and update it. */

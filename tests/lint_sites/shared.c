@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A shared library for check_lint_program: names spelt with escapes. */
 #include <sluice/sluice.h>
 

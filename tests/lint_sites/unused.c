@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The member of lint_sites' archive that nothing calls: not linked, so no site read. */
 #include <sluice/sluice.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the check suites share: keyfiles in temporary files and an injected clock. */
 #ifndef SLUICE_TEST_FIXTURE_H
 #define SLUICE_TEST_FIXTURE_H

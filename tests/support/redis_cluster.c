@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A Redis Cluster for the tests: masters (each with its replicas) on free loopback
  * ports, every slot served, stopped afterwards. Built as redis-cli --cluster create
  * does, by hand: ADDSLOTSRANGE and SET-CONFIG-EPOCH on each master, MEET, then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A Redis Cluster for the tests: masters (each with its replicas) on free loopback
  * ports, every slot served, stopped afterwards. */
 #ifndef SLUICE_TEST_REDIS_CLUSTER_H

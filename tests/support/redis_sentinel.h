@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A Sentinel-managed Redis for the tests: a master, its replica and three redis-sentinel. */
 #ifndef SLUICE_TEST_REDIS_SENTINEL_H
 #define SLUICE_TEST_REDIS_SENTINEL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Real redis-servers for the tests and the benchmarks: started on free loopback ports, stopped
  * after, by pid. */
 #include "redis_server.h"

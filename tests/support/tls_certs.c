@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TLS for the tests and benchmarks: certificates made with the openssl command, and a redis-server
  * that speaks TLS with them. */
 #include "tls_certs.h"

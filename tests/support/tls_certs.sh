@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Makes the TLS test certificates in DIR with the openssl command (tests/support/tls_certs.c runs it):
 #   ca.pem              the CA the tests trust
 #   server.pem/.key     the server, signed by ca.pem, for 127.0.0.1, ::1 and localhost

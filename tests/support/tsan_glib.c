@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ThreadSanitizer builds only: GLib's locks, made visible to TSan.
  *
  * GLib 2.74 implements GMutex, GRWLock and GCond with futexes and atomics inside

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Const data handed to GLib parameters that only read it (g_spawn_* argv, g_strdupv,
  * g_ptr_array_add of strings that outlive the array), without a cast that drops const. */
 #ifndef SLUICE_TEST_UNCONST_H
