@@ -15,7 +15,7 @@
  * times the span between anchors (at most 16 ms: well under a µs here) of
  * clock_gettime, and never goes back. The counter is read without a fence (a fence
  * costs as much as the read), so two threads' readings may be out of the order
- * of the reads by a few ns: what keeps decisions in order (src/backend_memory.c)
+ * of the reads by a few ns: what keeps decisions in order (src/memory/order.h)
  * does not rest on it. A reader that finds the line being drawn waits for it. When
  * at an anchor the line is more than MAX_ERROR_NS off clock_gettime (the counter
  * jumped, or the kernel stopped trusting it and left it), the counter is not

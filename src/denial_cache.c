@@ -13,7 +13,7 @@
 
 #include "key_slots.h"
 #include "limiter.h"
-#include "spin_wait.h"
+#include "memory/spin_wait.h"
 
 /* A reader that finds its slot being written waits (sluice__spin_wait), then asks
  * the backend: a miss for every write would send a flood's callers to Redis each

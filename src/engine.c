@@ -10,9 +10,10 @@
 
 #include <sluice/error.h>
 
-#include "backend_memory.h"
+#include "memory/memory.h"
 #include "clock.h"
 #include "denial_cache.h"
+#include "inject.h"
 #include "prefetch.h"
 #include "counters.h"
 #include "inlining.h"
@@ -26,8 +27,6 @@ static guint64 releases; /* under wake_lock: counts give-backs, so none is misse
 static sluice__engine_release_func release_hook; /* under wake_lock */
 
 static gint denial_cache_on = TRUE; /* atomic: [sluice] denial_cache */
-static gint failures_to_inject;     /* atomic; sluice__engine_inject_failures */
-static char *failure_message;       /* under wake_lock */
 
 void sluice__engine_breakers(sluice__breaker_func func, gpointer data)
 {
@@ -56,30 +55,6 @@ static gboolean cacheable(sluice__backend *b, const sluice__rule *rule, gint64 r
 {
     return remote(b) && rule->algorithm != SLUICE__CONCURRENCY && reserve_us == 0 &&
            g_atomic_int_get(&denial_cache_on);
-}
-
-void sluice__engine_inject_failures(guint count, const char *message)
-{
-    g_mutex_lock(&wake_lock);
-    g_free(failure_message);
-    failure_message = g_strdup(message ? message : "injected failure");
-    g_mutex_unlock(&wake_lock);
-    g_atomic_int_set(&failures_to_inject, (gint)count);
-}
-
-/* TRUE (and *error) when a test asked for this call to fail. */
-static gboolean injected_failure(GError **error)
-{
-    gint n;
-    do {
-        n = g_atomic_int_get(&failures_to_inject);
-        if (G_LIKELY(n <= 0))
-            return FALSE;
-    } while (!g_atomic_int_compare_and_exchange(&failures_to_inject, n, n - 1));
-    g_mutex_lock(&wake_lock);
-    g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND, "%s", failure_message);
-    g_mutex_unlock(&wake_lock);
-    return TRUE;
 }
 
 void sluice__engine_unlimited(sluice_decision *out)
@@ -180,7 +155,7 @@ static SLUICE__OUT_OF_LINE gboolean ask_remote(sluice__backend *b, sluice__limit
     }
     if (*start < 0)
         *start = sluice__stats_clock_ns(); /* every round trip is timed */
-    if (injected_failure(failure))
+    if (sluice__injected_failure(failure))
         return FALSE;
     if (want) {
         /* the backend counts all `want` as admitted now; the rest is kept in hand */
@@ -207,7 +182,7 @@ static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const ch
     GError *failure = NULL;
     if (remote(b)
             ? ask_remote(b, limiter, rule, key, permits, reserve_us, v, from, start, &failure)
-            : G_LIKELY(!injected_failure(&failure)) &&
+            : G_LIKELY(!sluice__injected_failure(&failure)) &&
                   sluice__memory_decide(b, limiter, rule, key, permits, reserve_us, v, &failure))
         return TRUE;
     fall_back(limiter, rule, key, permits, reserve_us, v);
@@ -305,7 +280,7 @@ void sluice__engine_ask_async(sluice__limiter *limiter, const sluice__rule *rule
     *a = (asking){limiter, rule, g_strdup(key), permits, reserve_us, want,
                   keep,    b,    sent,          context, done,       data};
     GError *failure = NULL;
-    if (injected_failure(&failure))
+    if (sluice__injected_failure(&failure))
         asked(NULL, failure, a);
     else
         send_async(a);

@@ -105,10 +105,6 @@ guint64 sluice__engine_releases(void);
 typedef void (*sluice__engine_release_func)(void);
 void sluice__engine_on_release(sluice__engine_release_func hook);
 
-/* Test-only (sluice_testing_fail_backend): the next count backend calls fail with
- * SLUICE_ERROR_BACKEND and message, before reaching the backend. */
-void sluice__engine_inject_failures(guint count, const char *message);
-
 /* fork(): takes the lock of waiting callers and give-backs, or lets it go. */
 void sluice__engine_fork_lock(void);
 void sluice__engine_fork_unlock(void);

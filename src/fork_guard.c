@@ -22,7 +22,7 @@
 #include <glib.h>
 
 #include "async.h"
-#include "backend_memory.h"
+#include "memory/memory.h"
 #include "counter_clock.h"
 #include "engine.h"
 #include "key_slots.h"

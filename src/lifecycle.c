@@ -7,7 +7,7 @@
 
 #include "arguments.h"
 #include "async.h"
-#include "backend_memory.h"
+#include "memory/memory.h"
 #include "config.h"
 #include "counter_clock.h"
 #include "engine.h"

@@ -17,7 +17,7 @@
 #include <sluice/macros.h>
 
 #include "limit_name.h"
-#include "backend_memory.h"
+#include "memory/memory.h"
 #include "denial_cache.h"
 #include "prefetch.h"
 

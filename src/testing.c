@@ -3,12 +3,12 @@
 #include <sluice/testing.h>
 
 #include "arguments.h"
-#include "engine.h"
+#include "inject.h"
 #include "registry.h"
 
 void sluice_testing_fail_backend(guint count, const char *message)
 {
-    sluice__engine_inject_failures(count, message);
+    sluice__inject_failures(count, message);
 }
 
 gsize sluice_testing_memory_keys(const char *name)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Waiting for another thread that holds a seqlock for a few stores: the CPU's
  * pause for a while, then the CPU given up (its holder may have been preempted). */
-#ifndef SLUICE_SPIN_WAIT_H
-#define SLUICE_SPIN_WAIT_H
+#ifndef SLUICE_MEMORY_SPIN_WAIT_H
+#define SLUICE_MEMORY_SPIN_WAIT_H
 
 #include <glib.h>
 

@@ -6,7 +6,7 @@
  * given up when they run out, when prefetch_ttl has passed since they were
  * counted, when the rule or the owner's generation changed (a reload, a reset),
  * or when another owner takes the slot. A thread that ends loses its hand. */
-#include "hand.h"
+#include "memory/hand.h"
 
 #define HANDS 4 /* a power of two */
 

@@ -1,7 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* The memory backend: every algorithm in-process, state per limiter and key. */
-#ifndef SLUICE_BACKEND_MEMORY_H
-#define SLUICE_BACKEND_MEMORY_H
+/* The memory backend: every algorithm in-process, state per limiter and key.
+ *
+ * Each limiter has a store (src/memory/store.h). Its shared state (calls without a
+ * key) under fixed_window, sliding_window, token_bucket or gcra is kept lock-free
+ * (src/memory/hot.h); per-key states (src/memory/keyed.c), and sliding_log and
+ * concurrency, whose logs grow, are under the store's mutex (src/memory/backend.c).
+ * A reload lays the states out for the new rule (src/memory/reshape.c); fork() finds
+ * every store in one list (src/memory/fork.c). */
+#ifndef SLUICE_MEMORY_H
+#define SLUICE_MEMORY_H
 
 #include "backend.h"
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* A thread's hand: permits it took from a memory store's shared state ahead
  * (rule prefetch) and hands to its own later calls, with no shared write. */
-#ifndef SLUICE_HAND_H
-#define SLUICE_HAND_H
+#ifndef SLUICE_MEMORY_HAND_H
+#define SLUICE_MEMORY_HAND_H
 
 #include <glib.h>
 
