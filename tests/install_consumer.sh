@@ -89,7 +89,7 @@ add_executable(quickstart quickstart.c)
 target_link_libraries(quickstart PRIVATE sluice::sluice)
 CMAKE
         cmake -S "$dir" -B "$dir/build" -DSLUICE_LTO=OFF >/dev/null
-        cmake --build "$dir/build" -j2 >/dev/null
+        cmake --build "$dir/build" -j2 --target quickstart >/dev/null
         "$dir/build/quickstart" "$src/examples/quickstart.ini" | grep -q "export #6: degraded" ||
             { echo "install_consumer: the $how consumer's quickstart failed" >&2; exit 1; }
         for t in check_api quickstart_example http_service bench_memory; do
