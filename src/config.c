@@ -31,7 +31,10 @@ static const char *const limit_keys[] = {
     "algorithm", "limit",        "window", "burst",    "wait",         "mode", "per_key",
     "bands",     "shadow_bands", "anchor", "prefetch", "prefetch_ttl", NULL};
 static const char *const algorithm_names[] = {
-    "fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency", NULL};
+#define ALGORITHM_NAME(code, name, tag, script) [code] = name,
+    SLUICE__ALGORITHM_TABLE(ALGORITHM_NAME)
+#undef ALGORITHM_NAME
+        [SLUICE__ALGORITHMS] = NULL};
 static const char *const backend_names[] = {"memory", "redis", NULL};
 static const char *const on_error_names[] = {"allow", "deny", "local", NULL};
 static const char *const mode_names[] = {"enforce", "shadow", NULL};

@@ -5,13 +5,13 @@
 
 #include <glib.h>
 
+#include "algorithm_table.h"
+
+/* One code per row of SLUICE__ALGORITHM_TABLE. */
 typedef enum {
-    SLUICE__FIXED_WINDOW,
-    SLUICE__SLIDING_LOG,
-    SLUICE__SLIDING_WINDOW,
-    SLUICE__TOKEN_BUCKET,
-    SLUICE__GCRA,
-    SLUICE__CONCURRENCY,
+#define SLUICE__ALGORITHM_ENUM(code, name, tag, script) code,
+    SLUICE__ALGORITHM_TABLE(SLUICE__ALGORITHM_ENUM)
+#undef SLUICE__ALGORITHM_ENUM
 } sluice__algorithm;
 
 typedef enum {

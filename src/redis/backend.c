@@ -458,12 +458,17 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         return NULL;
     }
     b->prefix = g_strdup(config->key_prefix);
-    static const char *const tags[ALGORITHMS] = {"fw", "sl", "sw", "tb", "gc", "cc"};
+    static const char *const tags[ALGORITHMS] = {
+#define ALGORITHM_TAG(code, name, tag, script) [code] = tag,
+        SLUICE__ALGORITHM_TABLE(ALGORITHM_TAG)
+#undef ALGORITHM_TAG
+    };
     for (int i = 0; i < ALGORITHMS; i++)
         b->prefixes[i] = g_strconcat(config->key_prefix, tags[i], ":", NULL);
     b->timeout_us = config->timeout_us;
     for (int i = 0; i < ALGORITHMS; i++)
-        b->sha[i] = g_compute_checksum_for_string(G_CHECKSUM_SHA1, sluice__lua_scripts[i], -1);
+        if (sluice__lua_scripts[i]) /* else decided in process only */
+            b->sha[i] = g_compute_checksum_for_string(G_CHECKSUM_SHA1, sluice__lua_scripts[i], -1);
     if (b->url.topology == SLUICE__REDIS_CLUSTER) {
         b->cluster = sluice__redis_cluster_new(&b->url, config->redis_password, b->tls,
                                                config->tls.server_name);

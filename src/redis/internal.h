@@ -5,13 +5,12 @@
 
 #include <glib.h>
 
+#include "algorithm_table.h"
 #include "backend.h"
 #include "redis/key.h"
 #include "redis/node.h"
 #include "redis/sentinel_master.h"
 #include "redis/url.h"
-
-#define SLUICE__ALGORITHMS 6
 
 typedef struct sluice__redis_cluster sluice__redis_cluster;
 
