@@ -27,15 +27,10 @@
 #include "redis/cluster.h"
 #include "redis/conn.h"
 #include "redis/key.h"
+#include "redis/redirect.h"
 #include "redis/resp.h"
 #include "redis/script.h"
 #include "redis/tls.h"
-
-/* Redirections (MOVED, ASK) a call follows on a Cluster before it pauses, as after
- * TRYAGAIN; the call's timer bounds them all. */
-#define MAX_HOPS 5
-/* How long a call waits after TRYAGAIN (a slot half migrated) before sending again. */
-#define TRY_AGAIN_PAUSE_MS 2
 
 typedef struct connection connection;
 
@@ -44,8 +39,8 @@ typedef struct {
     sluice__redis_backend *b;
     connection *conn;
     sluice__redis_node *node;
-    guint slot; /* on a Cluster: the keys' */
-    int hops;   /* redirections followed */
+    guint slot;              /* on a Cluster: the keys' */
+    sluice__redirect course; /* on a Cluster: MOVED, ASK and TRYAGAIN followed */
     sluice__redis_script script;
     int algorithm;
     gboolean retried; /* NOSCRIPT was seen once */
@@ -53,7 +48,8 @@ typedef struct {
     sluice__redis_keys keys;
     gboolean over; /* done was called (reply, failure or timeout) */
     GSource *timer;
-    GSource *pause; /* after TRYAGAIN, until send_again; listed in its owner's paused */
+    GSource *pause; /* after TRYAGAIN or the hop limit, until send_again; listed in its
+                     * owner's paused */
     sluice__decided_func done;
     gpointer data;
 } request;
@@ -141,10 +137,10 @@ static void conclude(request *r, const sluice__verdict *v, GError *failure)
     } else {
         sluice__breaker_success(&r->node->breaker);
     }
-    if (failure && r->b->cluster) { /* a new master may serve the slot: read the map */
+    if (failure && r->b->cluster) /* a new master may serve the slot */
         sluice__redis_cluster_name_slot(failure, r->node, r->slot);
+    if ((failure || r->course.refresh) && r->b->cluster) /* read the map (redis/redirect.h) */
         sluice__redis_cluster_refresh_soon(r->b->cluster, r->b->timeout_us);
-    }
     r->done(v, failure, r->data);
 }
 
@@ -335,25 +331,28 @@ static gboolean send_again(gpointer p)
     return G_SOURCE_REMOVE;
 }
 
-/* On a Cluster, a node's refusal that the call follows: MOVED (the map is updated)
- * or ASK to another node; after TRYAGAIN or MAX_HOPS redirections, a pause and the
- * slot's master by the map (the call's timer bounds it all). FALSE when the
- * refusal fails the call; TRUE when r was sent again or ended (and freed). */
-static gboolean follow(request *r, const redisReply *reply)
+/* On a Cluster, a node's refusal that the call follows as redis/redirect.h says:
+ * MOVED (the map is updated) or ASK to another node, or a pause in a timeout source
+ * of the call's context and then the slot's master by the map. FALSE when the
+ * refusal fails the call (*why says why; NULL: the reply's text); TRUE when r was
+ * sent again or ended (and freed), or is in a pause. */
+static gboolean follow(request *r, const redisReply *reply, const char **why)
 {
     sluice__redis_node *next;
     sluice__cluster_action action =
         sluice__redis_cluster_answered(r->b->cluster, r->node, r->slot, reply, &next);
-    if (action == SLUICE__CLUSTER_FAIL)
-        return FALSE;
-    if (action != SLUICE__CLUSTER_TRY_AGAIN && ++r->hops < MAX_HOPS) {
-        send_to(r, next, action == SLUICE__CLUSTER_ASKING);
+    gint64 time_left = r->timer ? g_source_get_ready_time(r->timer) - g_get_monotonic_time() : 0;
+    switch (sluice__redirect_next(&r->course, action, time_left, why)) {
+    case SLUICE__REDIRECT_SEND:
+        send_to(r, next, r->course.asking);
         return TRUE;
+    case SLUICE__REDIRECT_PAUSE:
+        break;
+    case SLUICE__REDIRECT_FAIL:
+        return FALSE;
     }
-    /* TRYAGAIN, or nodes that disagree for a moment: a pause, then the map */
-    r->hops = 0;
     g_atomic_int_inc(&r->conn->refs); /* the pause's */
-    r->pause = g_timeout_source_new(TRY_AGAIN_PAUSE_MS);
+    r->pause = g_timeout_source_new(SLUICE__REDIRECT_PAUSE_US / 1000);
     g_source_set_callback(r->pause, send_again, r, NULL);
     g_mutex_lock(&r->conn->owner->lock); /* listed: freeing the owner ends the pause */
     g_queue_push_tail(&r->conn->owner->paused, r);
@@ -394,9 +393,12 @@ static void answer(connection *c, redisReply *reply)
         freeReplyObject(reply);
         flush(c);
         return;
-    } else if (reply->type == REDIS_REPLY_ERROR && r->b->cluster && follow(r, reply)) {
-        freeReplyObject(reply); /* sent again, or ended and freed */
-        return;
+    } else if (reply->type == REDIS_REPLY_ERROR && r->b->cluster) {
+        if (follow(r, reply, &why)) {
+            freeReplyObject(reply); /* sent again, ended and freed, or in a pause */
+            return;
+        }
+        conclude(r, NULL, failed(r, why ? why : reply->str));
     } else if (sluice__redis_script_verdict(reply, &v, &why)) {
         conclude(r, &v, NULL);
     } else {

@@ -21,6 +21,7 @@
 #include "redis/cluster.h"
 #include "redis/internal.h"
 #include "redis/link.h"
+#include "redis/redirect.h"
 #include "redis/script.h"
 #include "redis/tls.h"
 
@@ -82,12 +83,6 @@ static gboolean run_script(redis_backend *b, sluice__redis_node *node, gboolean 
 
 /* ---- on a Cluster --------------------------------------------------------------- */
 
-/* Redirections a call follows before it pauses (nodes may disagree on a slot's owner
- * for a moment while it moves); the call's deadline bounds them all. */
-#define MAX_HOPS 5
-/* How long a call waits after TRYAGAIN (a slot half migrated) before sending again. */
-#define TRY_AGAIN_PAUSE_US 2000
-
 /* One exchange of a call with node: TRUE when it went through; else *refused (an
  * error reply, for the caller to follow) or *error (*stale: worth one more try). */
 typedef gboolean (*attempt_func)(redis_backend *b, sluice__redis_node *node, gboolean asking,
@@ -95,19 +90,20 @@ typedef gboolean (*attempt_func)(redis_backend *b, sluice__redis_node *node, gbo
                                  gboolean *stale, GError **error);
 
 /* Runs attempt on the node that serves slot before deadline, following MOVED (the
- * map is updated), ASK (once) and TRYAGAIN; each node's breaker around it unless
- * use_breaker is FALSE. A node that does not answer, CLUSTERDOWN or no master known
- * fail the call (on_error decides) and have the map read again (at most every
- * SLUICE__CLUSTER_REFRESH_US), so that a new master takes over its slots. Errors
- * name the node and the slot ("redis 127.0.0.1:7002 (cluster slot 6965): ..."). */
+ * map is updated), ASK and TRYAGAIN as redis/redirect.h says (pausing in g_usleep);
+ * each node's breaker around it unless use_breaker is FALSE. A node that does not
+ * answer, CLUSTERDOWN or no master known fail the call (on_error decides) and have the map read
+ * again (at most every SLUICE__CLUSTER_REFRESH_US), so that a new master takes over its slots.
+ * Errors name the node and the slot ("redis 127.0.0.1:7002 (cluster slot 6965): ..."). */
 static gboolean on_cluster(redis_backend *b, guint slot, gint64 deadline, attempt_func attempt,
                            gpointer data, const char *step, gboolean use_breaker, GError **error)
 {
     sluice__redis_cluster *c = b->cluster;
     sluice__redis_node *node = sluice__redis_cluster_node(c, slot);
-    gboolean asking = FALSE, refresh = FALSE;
+    sluice__redirect course = {0};
+    gboolean refresh = FALSE;
     GError *failure = NULL;
-    for (int hops = 0; !failure;) {
+    while (!failure) {
         if (!node) {
             sluice__redis_cluster_refresh(c, deadline);
             node = sluice__redis_cluster_node(c, slot);
@@ -116,19 +112,6 @@ static gboolean on_cluster(redis_backend *b, guint slot, gint64 deadline, attemp
             g_set_error(&failure, SLUICE_ERROR, SLUICE_ERROR_BACKEND,
                         "no master is known to serve the slot");
             break;
-        }
-        if (hops == MAX_HOPS) { /* nodes that disagree for a moment (a slot's new owner
-                                 * set on one before the other): a pause, then the map */
-            if (deadline - g_get_monotonic_time() <= TRY_AGAIN_PAUSE_US) {
-                sluice__redis_fail(&failure, SLUICE_ERROR_BACKEND, &node->endpoint, step,
-                                   "redirected again and again: the slot keeps moving");
-                break;
-            }
-            g_usleep(TRY_AGAIN_PAUSE_US);
-            hops = 0;
-            asking = FALSE;
-            node = sluice__redis_cluster_node(c, slot);
-            continue;
         }
         gboolean trial = FALSE, stale = FALSE, ok = FALSE;
         if (use_breaker && !sluice__breaker_allow(&node->breaker, &trial)) {
@@ -139,7 +122,7 @@ static gboolean on_cluster(redis_backend *b, guint slot, gint64 deadline, attemp
         redisReply *refused = NULL;
         for (int again = 0; again < 2; again++) {
             g_clear_error(&failure);
-            ok = attempt(b, node, asking, deadline, data, &refused, &stale, &failure);
+            ok = attempt(b, node, course.asking, deadline, data, &refused, &stale, &failure);
             if (ok || refused || !stale)
                 break;
         }
@@ -154,34 +137,26 @@ static gboolean on_cluster(redis_backend *b, guint slot, gint64 deadline, attemp
         if (ok)
             break;
         sluice__redis_node *next;
-        switch (sluice__redis_cluster_answered(c, node, slot, refused, &next)) {
-        case SLUICE__CLUSTER_RESEND: /* MOVED: more may have moved with it */
-            refresh = TRUE;
-            asking = FALSE;
+        const char *why;
+        sluice__cluster_action action =
+            sluice__redis_cluster_answered(c, node, slot, refused, &next);
+        switch (sluice__redirect_next(&course, action, deadline - g_get_monotonic_time(), &why)) {
+        case SLUICE__REDIRECT_SEND:
             node = next;
-            hops++;
             break;
-        case SLUICE__CLUSTER_ASKING:
-            asking = TRUE;
-            node = next;
-            hops++;
+        case SLUICE__REDIRECT_PAUSE:
+            g_usleep(SLUICE__REDIRECT_PAUSE_US);
+            node = sluice__redis_cluster_node(c, slot);
             break;
-        case SLUICE__CLUSTER_TRY_AGAIN: /* from the slot's master again: it may ASK anew */
-            if (deadline - g_get_monotonic_time() > TRY_AGAIN_PAUSE_US) {
-                g_usleep(TRY_AGAIN_PAUSE_US);
-                asking = FALSE;
-                node = sluice__redis_cluster_node(c, slot);
-                break;
-            }
-            G_GNUC_FALLTHROUGH; /* no time left to try again */
-        case SLUICE__CLUSTER_FAIL:
-            sluice__redis_fail(&failure, SLUICE_ERROR_BACKEND, &node->endpoint, step, refused->str);
+        case SLUICE__REDIRECT_FAIL:
+            sluice__redis_fail(&failure, SLUICE_ERROR_BACKEND, &node->endpoint, step,
+                               why ? why : refused->str);
             refresh = g_str_has_prefix(refused->str, "CLUSTERDOWN");
             break;
         }
         freeReplyObject(refused);
     }
-    if (refresh)
+    if (refresh || course.refresh)
         sluice__redis_cluster_refresh(c, deadline);
     if (!failure)
         return TRUE;
