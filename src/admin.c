@@ -6,6 +6,7 @@
 #include "arguments.h"
 #include "config.h"
 #include "engine.h"
+#include "override.h"
 #include "registry.h"
 
 gboolean sluice_config_check(const char *path, GError **error)
@@ -37,17 +38,8 @@ static const sluice__rule *rule_of(const char *name, GError **error)
     return NULL;
 }
 
-gboolean sluice_rule_get(const char *name, sluice_rule_info *out, GError **error)
+static void describe(const sluice__rule *rule, sluice_rule_info *out)
 {
-    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
-    if (!out) {
-        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT,
-                            "out is NULL; expected where to write the rule");
-        return FALSE;
-    }
-    const sluice__rule *rule = rule_of(name, error);
-    if (!rule)
-        return FALSE;
     *out = (sluice_rule_info){sluice__algorithm_name(rule->algorithm),
                               rule->limit,
                               rule->burst,
@@ -55,7 +47,53 @@ gboolean sluice_rule_get(const char *name, sluice_rule_info *out, GError **error
                               rule->wait_us / 1000,
                               rule->shadow,
                               rule->per_key};
+}
+
+static gboolean out_given(gconstpointer out, GError **error)
+{
+    if (out)
+        return TRUE;
+    g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT,
+                        "out is NULL; expected where to write the rule");
+    return FALSE;
+}
+
+gboolean sluice_rule_get(const char *name, sluice_rule_info *out, GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    if (!out_given(out, error))
+        return FALSE;
+    const sluice__rule *rule = rule_of(name, error);
+    if (!rule)
+        return FALSE;
+    describe(rule, out);
     return TRUE;
+}
+
+gboolean sluice_rule_get_key(const char *name, const char *key, sluice_rule_info *out,
+                             sluice_rule_source *source, GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    if (!out_given(out, error) || !sluice__check_key(key, error))
+        return FALSE;
+    const sluice__rule *rule = rule_of(name, error);
+    if (!rule)
+        return FALSE;
+    const sluice__rule *found = sluice__rule_for_key(rule, rule->per_key ? key : NULL);
+    describe(found->kind == SLUICE__KIND_LIMIT ? found : rule, out);
+    if (source)
+        *source = found->kind == SLUICE__KIND_BLOCKED     ? SLUICE_RULE_BLOCKED
+                  : found->kind == SLUICE__KIND_UNLIMITED ? SLUICE_RULE_UNLIMITED
+                  : found != rule                         ? SLUICE_RULE_OVERRIDE
+                                                          : SLUICE_RULE_OWN;
+    return TRUE;
+}
+
+guint sluice_rule_overrides(const char *name, GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, 0);
+    const sluice__rule *rule = rule_of(name, error);
+    return rule ? sluice__overrides_count(rule->overrides) : 0;
 }
 
 G_STATIC_ASSERT(SLUICE_RULE_BANDS_MAX == 1 + SLUICE__MAX_BANDS);

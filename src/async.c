@@ -13,6 +13,7 @@
 #include "async.h"
 #include "clock.h"
 #include "engine.h"
+#include "override.h"
 
 /* One decision in progress: the task's data, touched only on the task's context
  * (waiting_for_release also under release_lock). */
@@ -292,9 +293,9 @@ void sluice_acquire_async(const char *name, const char *key, gint64 permits,
         return;
     }
     r->limiter = limiter;
-    r->rule = rule;
     r->epoch = g_atomic_int_get(&epoch);
     r->key = rule->per_key ? g_strdup(key) : NULL;
+    r->rule = rule = sluice__rule_for_key(rule, r->key);
     r->permits = permits;
     r->wait_us = rule->shadow ? 0 : rule->wait_us;
     r->deadline = r->wait_us > 0 ? sluice__clock_now() + r->wait_us : 0;
@@ -305,7 +306,11 @@ void sluice_acquire_async(const char *name, const char *key, gint64 permits,
                               g_object_unref);
         g_source_attach(r->cancel, g_task_get_context(task));
     }
-    step(task);
+    sluice__verdict v;
+    if (G_UNLIKELY(sluice__override_decides(rule, &v)))
+        finish(task, sluice__engine_settle(limiter, rule, &v, &r->decision), NULL);
+    else
+        step(task);
     g_object_unref(task);
 }
 

@@ -13,12 +13,14 @@
 #include <sluice/error.h>
 
 #include "limit_name.h"
+#include "override.h"
 #include "redis/key.h"
 #include "redis/url.h"
 #include "secret.h"
 #include "value.h"
 
 #define LIMIT_PREFIX       "limit:"
+#define OVERRIDE_PREFIX    "override:"
 #define DEFAULT_TIMEOUT_US (50 * 1000)
 #define DEFAULT_LEASE_US   (G_GINT64_CONSTANT(60) * 1000000)
 
@@ -59,6 +61,8 @@ typedef struct {
     gsize group_at; /* the group's position in the file  */
     GStrv keys;     /* the group's keys, in file order   */
     GArray *problems;
+    const char *data; /* the file's text, length bytes   */
+    gsize length;
 } reader;
 
 static gsize key_position(reader *r, const char *key)
@@ -666,6 +670,144 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     g_hash_table_replace(c->rules, g_strdup(name), rule);
 }
 
+/* ---- [override:NAME] ------------------------------------------------------------- */
+
+/* Reports the keys of the current group that GKeyFile reads as locale variants
+ * (KEY[LOCALE] = ...), which g_key_file_get_keys leaves out: found in the text. */
+static void check_locale_keys(reader *r)
+{
+    g_autofree char *text = g_strndup(r->data, r->length);
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    gboolean inside = FALSE;
+    for (gsize i = 0; lines[i]; i++) {
+        char *line = g_strstrip(lines[i]);
+        if (*line == '[') {
+            char *end = strrchr(line, ']');
+            inside = end && (gsize)(end - line - 1) == strlen(r->group) &&
+                     strncmp(line + 1, r->group, strlen(r->group)) == 0;
+            continue;
+        }
+        char *eq = strchr(line, '=');
+        if (!inside || *line == '#' || !eq)
+            continue;
+        *eq = '\0';
+        g_strchomp(line);
+        gsize n = strlen(line);
+        if (n > 0 && line[n - 1] == ']' && strchr(line, '['))
+            problem(r, line, NULL,
+                    "GKeyFile reads KEY[LOCALE] as a translation of KEY, not as a key of its "
+                    "own; an override cannot name a key with [ or ] (docs/keyfile.md)");
+    }
+}
+
+/* With anchor = epoch the windows of fixed_window start at multiples of the window
+ * on the UTC clock: an override's must start where the rule's do, so its window
+ * divides the rule's or is a whole multiple of it. */
+static void check_override_epoch(reader *r, const sluice__rule *rule, const char *key,
+                                 const char *value, gint64 window_us)
+{
+    if (rule->algorithm != SLUICE__FIXED_WINDOW || !rule->epoch || window_us == rule->window_us ||
+        rule->window_us % window_us == 0 || window_us % rule->window_us == 0)
+        return;
+    g_autofree char *w = sluice__format_duration(rule->window_us);
+    report(r, key, value,
+           g_strdup_printf("with anchor = epoch the key's windows must start where the rule's "
+                           "do; expected a window that divides %s or a whole multiple of it",
+                           w));
+}
+
+/* An override of a rule with prefetch: the key must be able to take the permits
+ * fetched at once, within their time to live. */
+static void check_override_prefetch(reader *r, const sluice__rule *o, const char *key,
+                                    const char *value)
+{
+    if (o->prefetch == 0)
+        return;
+    if (o->prefetch > sluice__rule_capacity(o))
+        report(r, key, value,
+               g_strdup_printf("less than the rule's prefetch = %" G_GINT64_FORMAT
+                               " can pass at once; expected a capacity of at least that",
+                               o->prefetch));
+    else if (o->prefetch_ttl_us > o->window_us) {
+        g_autofree char *ttl = sluice__format_duration(o->prefetch_ttl_us);
+        report(r, key, value,
+               g_strdup_printf("a window shorter than the rule's prefetch_ttl = %s; expected "
+                               "at least that",
+                               ttl));
+    }
+}
+
+/* One key of [override:NAME] of rule: blocked, unlimited, or LIMIT/WINDOW[/BURST]
+ * checked as a rule of its own is. FALSE after reporting what is wrong. */
+static gboolean read_override(reader *r, const char *key, const sluice__rule *rule,
+                              sluice__override_spec *out)
+{
+    if (!g_utf8_validate(key, -1, NULL)) {
+        problem(r, key, NULL, "the key is not valid UTF-8, so no caller's key is it");
+        return FALSE;
+    }
+    g_autofree char *v = value_of(r, key);
+    if (!v)
+        return FALSE;
+    *out = (sluice__override_spec){SLUICE__KIND_LIMIT, 0, 0, 0};
+    if (strcmp(v, "blocked") == 0 || strcmp(v, "unlimited") == 0) {
+        out->kind = v[0] == 'b' ? SLUICE__KIND_BLOCKED : SLUICE__KIND_UNLIMITED;
+        return TRUE;
+    }
+    gboolean bucket = rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA;
+    if (!strchr(v, '/')) {
+        report(r, key, v,
+               g_strdup_printf("expected blocked, unlimited or LIMIT/WINDOW%s, e.g. 1000/1m",
+                               bucket ? "[/BURST]" : ""));
+        return FALSE;
+    }
+    sluice__band band;
+    char *why = NULL;
+    if (!parse_band(v, rule->algorithm, &band, &why)) {
+        report(r, key, v, why);
+        return FALSE;
+    }
+    out->limit = band.limit;
+    out->window_us = band.window_us;
+    out->burst = band.burst;
+    sluice__rule o;
+    sluice__override_rule(rule, out, &o);
+    gsize before = r->problems->len;
+    check_rule(r, &o, key, v);
+    check_override_epoch(r, rule, key, v, o.window_us);
+    check_override_prefetch(r, &o, key, v);
+    return r->problems->len == before;
+}
+
+/* [override:NAME]: exceptions for named keys of [limit:NAME], wherever that stands
+ * in the file; into c->overrides. */
+static void read_override_group(reader *r, const char *name, sluice__config *c)
+{
+    const sluice__rule *rule = g_hash_table_lookup(c->rules, name);
+    check_locale_keys(r);
+    if (!rule) {
+        g_autofree char *limit = g_strconcat(LIMIT_PREFIX, name, NULL);
+        if (!g_key_file_has_group(r->keyfile, limit)) /* else its problems are reported */
+            problem(r, NULL, NULL,
+                    "no such limit; expected the [limit:NAME] group these overrides are "
+                    "exceptions of");
+        return;
+    }
+    if (!rule->per_key) {
+        problem(r, NULL, NULL,
+                "the limit has per_key = false: it ignores keys, so no key can have an "
+                "override; expected per_key = true, or no [override:NAME]");
+        return;
+    }
+    GHashTable *specs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (gsize i = 0; r->keys && r->keys[i]; i++) {
+        sluice__override_spec spec;
+        if (read_override(r, r->keys[i], rule, &spec))
+            g_hash_table_insert(specs, g_strdup(r->keys[i]), g_memdup2(&spec, sizeof spec));
+    }
+    g_hash_table_replace(c->overrides, g_strdup(name), specs);
+}
+
 sluice__config *sluice__config_new_default(void)
 {
     sluice__config *c = g_new0(sluice__config, 1);
@@ -677,6 +819,8 @@ sluice__config *sluice__config_new_default(void)
     c->reload = TRUE;
     c->denial_cache = TRUE;
     c->rules = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    c->overrides =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_hash_table_unref);
     return c;
 }
 
@@ -689,7 +833,7 @@ sluice__config *sluice__config_parse(const char *data, gsize length, const char 
     g_auto(GStrv) groups = NULL;
     g_autoptr(GArray) problems = g_array_new(FALSE, FALSE, sizeof(found));
     g_autofree char *display = g_filename_display_name(path); /* valid UTF-8 */
-    reader r = {display, keyfile, NULL, 0, NULL, problems};
+    reader r = {display, keyfile, NULL, 0, NULL, problems, data, length};
 
     g_array_set_clear_func(problems, found_clear);
     c->path = g_strdup(path);
@@ -712,8 +856,15 @@ sluice__config *sluice__config_parse(const char *data, gsize length, const char 
         enter_group(&r, groups[i], i);
         if (g_str_has_prefix(groups[i], LIMIT_PREFIX))
             read_limit_group(&r, groups[i] + strlen(LIMIT_PREFIX), c);
-        else if (strcmp(groups[i], "sluice") != 0)
-            problem(&r, NULL, NULL, "unknown group; expected [sluice] or [limit:NAME]");
+        else if (strcmp(groups[i], "sluice") != 0 && !g_str_has_prefix(groups[i], OVERRIDE_PREFIX))
+            problem(&r, NULL, NULL,
+                    "unknown group; expected [sluice], [limit:NAME] or [override:NAME]");
+    }
+    /* then the overrides, which need their limit's rule wherever it stands */
+    for (gsize i = 0; groups[i]; i++) {
+        enter_group(&r, groups[i], i);
+        if (g_str_has_prefix(groups[i], OVERRIDE_PREFIX))
+            read_override_group(&r, groups[i] + strlen(OVERRIDE_PREFIX), c);
     }
     g_strfreev(r.keys);
     g_autofree char *all = report_all(&r);
@@ -766,6 +917,7 @@ void sluice__config_free(sluice__config *config)
     g_free(config->tls.key_file);
     g_free(config->tls.server_name);
     g_hash_table_unref(config->rules);
+    g_hash_table_unref(config->overrides);
     g_free(config);
 }
 

@@ -37,6 +37,8 @@ typedef struct {
     gboolean reload;              /* [sluice] reload                               */
     gboolean denial_cache;        /* [sluice] denial_cache                         */
     GHashTable *rules;            /* limit name -> sluice__rule *                  */
+    GHashTable *overrides;        /* limit name -> its [override:NAME]: a table of
+                                   * key -> sluice__override_spec * (src/override.h) */
 } sluice__config;
 
 /* The configuration of a missing keyfile: memory backend, no rules. */

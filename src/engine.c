@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "denial_cache.h"
 #include "inject.h"
+#include "override.h"
 #include "prefetch.h"
 #include "counters.h"
 #include "inlining.h"
@@ -439,6 +440,17 @@ static int decide_in_process(sluice__limiter *limiter, const sluice__rule *rule,
     return sluice__engine_count(limiter, site, outcome, FALSE, start);
 }
 
+/* A decision an override makes without the backend (sluice__override_decides). */
+static SLUICE__OUT_OF_LINE int decide_by_override(sluice__limiter *limiter,
+                                                  const sluice__rule *rule, sluice_decision *out,
+                                                  sluice_stats *site)
+{
+    sluice__verdict v;
+    sluice__override_decides(rule, &v);
+    sluice__outcome outcome = sluice__engine_settle(limiter, rule, &v, out);
+    return sluice__engine_count(limiter, site, outcome, FALSE, -1);
+}
+
 int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 permits,
                            gint64 wait_us, sluice_decision *out, gint64 *taken, sluice_stats *site,
                            GError **error)
@@ -452,6 +464,9 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
     }
     if (!rule->per_key)
         key = NULL;
+    rule = sluice__rule_for_key(rule, key); /* no lookup for a rule without overrides */
+    if (G_UNLIKELY(rule->kind != SLUICE__KIND_LIMIT))
+        return decide_by_override(limiter, rule, out, site);
     if (wait_us < 0)
         wait_us = rule->wait_us;
     if (rule->shadow)
@@ -475,9 +490,14 @@ void sluice__engine_release(sluice__limiter *limiter, const char *key, gint64 pe
     const sluice__rule *rule = sluice__limiter_rule(limiter);
     if (!rule || rule->algorithm != SLUICE__CONCURRENCY || permits <= 0)
         return;
+    if (!rule->per_key)
+        key = NULL;
+    rule = sluice__rule_for_key(rule, key);
+    if (rule->kind != SLUICE__KIND_LIMIT)
+        return;                          /* nothing was leased */
     permits = MIN(permits, rule->limit); /* no more leases than that; keeps Lua's %d exact */
     sluice__backend *b = g_atomic_pointer_get(&backend);
-    b->funcs->release(b, limiter, rule, rule->per_key ? key : NULL, permits);
+    b->funcs->release(b, limiter, rule, key, permits);
     g_mutex_lock(&wake_lock);
     releases++;
     g_cond_broadcast(&wake);

@@ -19,6 +19,7 @@
 #include "limit_name.h"
 #include "memory/memory.h"
 #include "denial_cache.h"
+#include "override.h"
 #include "prefetch.h"
 
 static sluice_descriptor *descriptors; /* the list; pushed atomically         */
@@ -42,20 +43,6 @@ static __thread __attribute__((tls_model("initial-exec"))) struct {
     guint generation;
     sluice__limiter *limiter;
 } last_found;
-
-static guint rule_hash(gconstpointer p)
-{
-    const guchar *b = p;
-    guint h = 5381;
-    for (gsize i = 0; i < sizeof(sluice__rule); i++)
-        h = h * 33 + b[i];
-    return h;
-}
-
-static gboolean rule_equal(gconstpointer a, gconstpointer b)
-{
-    return memcmp(a, b, sizeof(sluice__rule)) == 0;
-}
 
 static void limiter_free(gpointer p)
 {
@@ -92,6 +79,22 @@ static const sluice__rule *intern(const sluice__rule *rule)
         g_hash_table_add(rules, found);
     }
     return found;
+}
+
+/* With the write lock held: the interned rule of name in config, with its
+ * overrides ([override:NAME]) when it has any. */
+static const sluice__rule *intern_of(const sluice__config *config, const char *name,
+                                     const sluice__rule *rule)
+{
+    GHashTable *specs = g_hash_table_lookup(config->overrides, name);
+    if (!specs || g_hash_table_size(specs) == 0)
+        return intern(rule);
+    sluice__rule full = *rule;
+    sluice__overrides *overrides = sluice__overrides_intern(rule, specs);
+    full.overrides = overrides;
+    const sluice__rule *interned = intern(&full);
+    sluice__overrides_own(overrides, interned);
+    return interned;
 }
 
 /* With the write lock held: makes lookups by name see every limiter. */
@@ -209,7 +212,7 @@ void sluice__registry_apply(const sluice__config *config)
     g_rw_lock_writer_lock(&lock);
     if (!active) {
         limiters = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, limiter_free);
-        rules = g_hash_table_new_full(rule_hash, rule_equal, g_free, NULL);
+        rules = g_hash_table_new_full(sluice__rule_hash, sluice__rule_equal, g_free, NULL);
         retired = g_ptr_array_new_with_free_func((GDestroyNotify)g_hash_table_unref);
         g_atomic_int_set(&active, TRUE);
     }
@@ -218,12 +221,12 @@ void sluice__registry_apply(const sluice__config *config)
     g_hash_table_iter_init(&it, config->rules);
     while (g_hash_table_iter_next(&it, &name, &rule))
         if (!g_hash_table_contains(limiters, name))
-            g_atomic_pointer_set(&limiter_for(name)->rule, intern(rule));
+            g_atomic_pointer_set(&limiter_for(name)->rule, intern_of(config, name, rule));
     publish();
     g_hash_table_iter_init(&it, config->rules);
     while (g_hash_table_iter_next(&it, &name, &rule)) {
         sluice__limiter *limiter = limiter_for(name);
-        const sluice__rule *was = limiter->rule, *now = intern(rule);
+        const sluice__rule *was = limiter->rule, *now = intern_of(config, name, rule);
         g_atomic_pointer_set(&limiter->rule, now);
         if (was != now) /* the refusals of the bands that stay follow them */
             sluice__counters_move_refused(limiter->counters, was, now);
@@ -248,6 +251,7 @@ void sluice__registry_clear(void)
         g_ptr_array_unref(retired);
         g_hash_table_unref(limiters);
         g_hash_table_unref(rules);
+        sluice__overrides_clear();
         limiters = rules = NULL;
         retired = NULL;
         added = FALSE;

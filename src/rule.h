@@ -3,6 +3,8 @@
 #ifndef SLUICE_RULE_H
 #define SLUICE_RULE_H
 
+#include <string.h>
+
 #include <glib.h>
 
 #include "algorithm_table.h"
@@ -23,6 +25,18 @@ typedef enum {
 /* The most bands a rule may add beside its own limit and window (bands and
  * shadow_bands together). */
 #define SLUICE__MAX_BANDS 8
+
+/* What a rule makes of a call: a limit's own rule, and an override's
+ * LIMIT/WINDOW[/BURST], are LIMIT; an override's `blocked` and `unlimited` decide
+ * without the algorithm (src/override.h). */
+typedef enum {
+    SLUICE__KIND_LIMIT,
+    SLUICE__KIND_BLOCKED,   /* always denied, retry_after -1 */
+    SLUICE__KIND_UNLIMITED, /* never limited, no round trip  */
+} sluice__kind;
+
+/* The overrides of one rule ([override:NAME]): src/override.h. */
+typedef struct sluice__overrides sluice__overrides;
 
 /* One more band of a rule: its own limit per window (and burst), same algorithm. */
 typedef struct {
@@ -46,6 +60,11 @@ typedef struct {
     guint n_bands;          /* `bands`: bands[0 .. n_bands) must admit too           */
     guint n_shadow;         /* `shadow_bands`: the next n_shadow, decided, never refuse */
     sluice__band bands[SLUICE__MAX_BANDS];
+    sluice__kind kind;                  /* an override's `blocked`, `unlimited`      */
+    const sluice__overrides *overrides; /* a limit's own rule: its [override:NAME], or
+                                         * NULL (the decision looks up nothing)    */
+    const sluice__overrides *of;        /* an override's rule: the overrides it is
+                                         * one of; NULL for a limit's own rule     */
 } sluice__rule;
 
 /* Most permits that can ever pass at once: burst for token_bucket and gcra. */
@@ -73,6 +92,21 @@ static inline sluice__band sluice__rule_band(const sluice__rule *rule, guint i)
 static inline gboolean sluice__rule_same_state(const sluice__rule *a, const sluice__rule *b)
 {
     return a->algorithm == b->algorithm && a->per_key == b->per_key;
+}
+
+/* Rules as bytes, for the tables that intern them (GHashFunc, GEqualFunc). */
+static inline guint sluice__rule_hash(gconstpointer p)
+{
+    const guchar *b = p;
+    guint h = 5381;
+    for (gsize i = 0; i < sizeof(sluice__rule); i++)
+        h = h * 33 + b[i];
+    return h;
+}
+
+static inline gboolean sluice__rule_equal(gconstpointer a, gconstpointer b)
+{
+    return memcmp(a, b, sizeof(sluice__rule)) == 0;
 }
 
 const char *sluice__algorithm_name(sluice__algorithm algorithm);

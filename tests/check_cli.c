@@ -4,6 +4,7 @@
  * sentinel, tls). */
 #include "fixture.h"
 
+#include <glib/gstdio.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -31,8 +32,8 @@ static result *spawn(const char *const *argv)
     result *r = g_new0(result, 1);
     g_autoptr(GError) error = NULL;
     int wait_status;
-    ck_assert_msg(g_spawn_sync(NULL, test_strv(argv), NULL, G_SPAWN_DEFAULT, NULL, NULL, &r->out, &r->err,
-                               &wait_status, &error),
+    ck_assert_msg(g_spawn_sync(NULL, test_strv(argv), NULL, G_SPAWN_DEFAULT, NULL, NULL, &r->out,
+                               &r->err, &wait_status, &error),
                   "cannot run %s: %s", argv[0], error ? error->message : "");
     ck_assert_msg(WIFEXITED(wait_status), "%s did not exit: %d", argv[0], wait_status);
     r->status = WEXITSTATUS(wait_status);
@@ -153,6 +154,37 @@ START_TEST(lint_says_ok_for_a_valid_keyfile)
 }
 END_TEST
 
+START_TEST(lint_lists_the_overrides_of_a_valid_keyfile_and_refuses_bad_ones)
+{
+    g_autofree char *path = fixture_write_keyfile(
+        "[limit:search]\nalgorithm = gcra\nlimit = 100\nwindow = 1m\nburst = 10\n"
+        "[override:search]\npartner-7 = 1000/1m/50   # a partner\nscraper-3 = blocked\n"
+        "health = unlimited\n");
+    g_autoptr(result) r = sluice("lint", path, NULL);
+    g_autofree char *expected =
+        g_strdup_printf("%s: ok\n"
+                        "%s: [override:search] partner-7 = 1000/1m/50: instead of 100/1m/10\n"
+                        "%s: [override:search] scraper-3 = blocked: always denied\n"
+                        "%s: [override:search] health = unlimited: never limited\n",
+                        path, path, path, path);
+    ck_run(r, 0, expected, "");
+    g_autofree char *bad = fixture_write_keyfile(
+        "[override:nope]\nk = 1/1s\n[limit:shared]\nlimit = 5\nwindow = 1s\nper_key = false\n"
+        "[override:shared]\nk = 1/1s\n[limit:a]\nlimit = 5\nwindow = 1s\n"
+        "[override:a]\nk = 5 per second\n");
+    g_autoptr(result) refused = sluice("lint", bad, NULL);
+    g_autofree char *problems = g_strdup_printf(
+        "%s: [override:nope]: no such limit; expected the [limit:NAME] group these overrides "
+        "are exceptions of\n"
+        "%s: [override:shared]: the limit has per_key = false: it ignores keys, so no key can "
+        "have an override; expected per_key = true, or no [override:NAME]\n"
+        "%s: [override:a] k = 5 per second: expected blocked, unlimited or LIMIT/WINDOW, e.g. "
+        "1000/1m\n",
+        bad, bad, bad);
+    ck_run(refused, 1, problems, "");
+}
+END_TEST
+
 START_TEST(lint_lists_every_problem_of_a_bad_keyfile_and_exits_1)
 {
     g_autofree char *path =
@@ -166,7 +198,7 @@ START_TEST(lint_lists_every_problem_of_a_bad_keyfile_and_exits_1)
         "%s: [limit:login] window = 10: missing unit, e.g. 10s\n"
         "%s: [limit:login] widnow: unknown key; expected one of algorithm, limit, window, "
         "burst, wait, mode, per_key, bands, shadow_bands, anchor, prefetch, prefetch_ttl\n"
-        "%s: [limits:typo]: unknown group; expected [sluice] or [limit:NAME]\n",
+        "%s: [limits:typo]: unknown group; expected [sluice], [limit:NAME] or [override:NAME]\n",
         path, path, path, path, path);
     ck_run(r, 1, expected, "");
 
@@ -329,6 +361,37 @@ START_TEST(status_shows_every_rule_in_keyfile_order)
            "");
     g_autoptr(result) unknown = sluice("status", "-c", path, "nope", NULL);
     ck_assert_int_eq(unknown->status, 2);
+}
+END_TEST
+
+/* A limit with overrides: status says which rule decides the key's calls. */
+START_TEST(status_says_which_rule_decides_a_key)
+{
+    g_autofree char *path = keyfile("[limit:search]\nalgorithm = fixed_window\nlimit = 2\n"
+                                    "window = 1m\n[override:search]\npartner-7 = 5/1m\n"
+                                    "scraper-3 = blocked\nhealth = unlimited\n");
+    g_autoptr(result) partner = sluice("status", "-c", path, "search", "-k", "partner-7", NULL);
+    ck_run(partner, 0,
+           "search partner-7 algorithm=fixed_window limit=5 remaining=5 retry_after_ms=-1 "
+           "reset_after_ms=0 rule=override\n",
+           "");
+    g_autoptr(result) scraper =
+        sluice("status", "-c", path, "search", "-k", "scraper-3", "--json", NULL);
+    ck_run(scraper, 0,
+           "{\"name\":\"search\",\"key\":\"scraper-3\",\"algorithm\":\"fixed_window\","
+           "\"limit\":2,\"remaining\":0,\"retry_after_ms\":-1,\"reset_after_ms\":0,"
+           "\"rule\":\"blocked\"}\n",
+           "");
+    g_autoptr(result) health = sluice("status", "-c", path, "search", "-k", "health", NULL);
+    ck_run(health, 0,
+           "search health algorithm=fixed_window limit=9223372036854775807 "
+           "remaining=9223372036854775807 retry_after_ms=-1 reset_after_ms=0 rule=unlimited\n",
+           "");
+    g_autoptr(result) other = sluice("status", "-c", path, "-k", "bob", NULL);
+    ck_run(other, 0,
+           "search bob algorithm=fixed_window limit=2 remaining=2 retry_after_ms=-1 "
+           "reset_after_ms=0 rule=own\n",
+           "");
 }
 END_TEST
 
@@ -505,6 +568,31 @@ START_TEST(replay_prints_the_exact_decisions_of_a_trace)
     /* replaying again gives the same: nothing was left behind */
     g_autoptr(result) again = sluice("replay", "--config", path, trace_path, NULL);
     ck_run(again, 0, replayed, warning);
+}
+END_TEST
+
+/* The replay decides each key under its override, on every backend. */
+START_TEST(replay_applies_overrides)
+{
+    g_autofree char *path = keyfile("[limit:api]\nalgorithm = fixed_window\nlimit = 1\n"
+                                    "window = 1s\n[override:api]\nbig = 2/1s\nbad = blocked\n"
+                                    "ops = unlimited\n");
+    g_autofree char *trace_path =
+        fixture_write_keyfile("0 api big\n0 api big\n0 api big\n0 api bad\n0 api ops 5\n"
+                              "0 api bob\n0 api bob\n");
+    g_autoptr(result) r = sluice("replay", "-c", path, trace_path, NULL);
+    ck_run(r, 0,
+           "0 api big 1 allowed=1 limit=2 remaining=1 retry_after_ms=-1 reset_after_ms=1000\n"
+           "0 api big 1 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1000\n"
+           "0 api big 1 allowed=0 limit=2 remaining=0 retry_after_ms=1000 reset_after_ms=1000\n"
+           "0 api bad 1 allowed=0 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=0\n"
+           "0 api ops 5 allowed=1 limit=9223372036854775807 remaining=9223372036854775807 "
+           "retry_after_ms=-1 reset_after_ms=0\n"
+           "0 api bob 1 allowed=1 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=1000\n"
+           "0 api bob 1 allowed=0 limit=1 remaining=0 retry_after_ms=1000 reset_after_ms=1000\n"
+           "summary api calls=7 admitted=4 denied=3 permits_admitted=8 permits_denied=3\n",
+           "");
+    g_unlink(trace_path);
 }
 END_TEST
 
@@ -690,17 +778,20 @@ int main(void)
     tcase_add_test(tc, help_is_printed_for_the_command_and_each_subcommand);
     tcase_add_test(tc, lint_says_ok_for_a_valid_keyfile);
     tcase_add_test(tc, lint_lists_every_problem_of_a_bad_keyfile_and_exits_1);
+    tcase_add_test(tc, lint_lists_the_overrides_of_a_valid_keyfile_and_refuses_bad_ones);
     tcase_add_test(tc, lint_refuses_a_bad_cluster_url_without_echoing_its_password);
     tcase_add_test(tc, acquire_prints_one_decision_and_exits_0_when_allowed_and_1_when_denied);
     tcase_add_test(tc, acquire_refuses_bad_arguments_with_exit_2);
     tcase_add_test(tc, every_subcommand_exits_3_when_the_backend_fails);
     tcase_add_test(tc, status_shows_every_rule_in_keyfile_order);
     tcase_add_test(tc, status_shows_the_bands_and_shadow_bands_of_a_rule);
+    tcase_add_test(tc, status_says_which_rule_decides_a_key);
     tcase_add_loop_test(tc, status_consumes_nothing_for_every_algorithm, 0,
                         G_N_ELEMENTS(algorithms));
     tcase_add_test(tc, reset_then_acquire_shows_a_full_limit);
     tcase_add_test(tc, replay_prints_the_exact_decisions_of_a_trace);
     tcase_add_test(tc, replay_reads_the_trace_from_stdin);
+    tcase_add_test(tc, replay_applies_overrides);
     if (fixture_on_redis())
         tcase_add_test(tc, replay_leaves_no_key_behind_and_never_touches_the_live_limits);
     tcase_add_test(tc, replay_refuses_a_bad_line_naming_its_number);

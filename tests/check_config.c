@@ -112,7 +112,7 @@ static const keyfile_case cases[] = {
     REFUSED("unknown_key_in_sluice_group", "[sluice]\nbackends = memory\n",
             "[sluice] backends: unknown key; expected one of " SLUICE_KEYS),
     REFUSED("unknown_group_is_refused", "[limits:login]\nlimit = 5\nwindow = 10s\n",
-            "[limits:login]: unknown group; expected [sluice] or [limit:NAME]"),
+            "[limits:login]: unknown group; expected [sluice], [limit:NAME] or [override:NAME]"),
     REFUSED("limit_group_without_name_is_refused", "[limit:]\nlimit = 5\nwindow = 10s\n",
             "[limit:]: the limit has no name; expected [limit:NAME]"),
     REFUSED("missing_limit_is_refused", "[limit:a]\nwindow = 10s\n",
@@ -315,6 +315,71 @@ static const keyfile_case cases[] = {
             "[limit:a]\nlimit = 5\nwindow = 1s\nw\xe9it = 0\n",
             "[limit:a] w\xef\xbf\xbdit: unknown key; expected one of " LIMIT_KEYS),
 
+    /* ---- [override:NAME] ---- */
+    ACCEPTED("override_gives_a_key_its_own_limit",
+             "[override:a]\nk = 7/1m\n[limit:a]\nlimit = 2\nwindow = 1s\n", "a", 7),
+    ACCEPTED("override_of_a_bucket_may_give_a_burst",
+             "[limit:a]\nalgorithm = gcra\nlimit = 2\nwindow = 1s\n"
+             "[override:a]\nk = 10/1s/3 # comment\n",
+             "a", 3),
+    ACCEPTED("unlimited_override_has_no_limit",
+             "[limit:a]\nlimit = 2\nwindow = 1s\n"
+             "[override:a]\nk = unlimited\n",
+             "a", G_MAXINT64),
+    ACCEPTED("empty_override_group_is_no_override",
+             "[limit:a]\nlimit = 2\nwindow = 1s\n"
+             "[override:a]\n",
+             "a", 2),
+    REFUSED("override_of_a_limit_that_does_not_exist",
+            "[limit:a]\nlimit = 2\nwindow = 1s\n[override:b]\nk = 5/1s\n",
+            "[override:b]: no such limit; expected the [limit:NAME] group these overrides are "
+            "exceptions of"),
+    REFUSED("override_of_a_limit_with_problems_says_only_those",
+            "[limit:a]\nlimit = 0\nwindow = 1s\n[override:a]\nk = 5/1s\n",
+            "[limit:a] limit = 0: must be at least 1"),
+    REFUSED("override_of_a_limit_without_keys",
+            "[limit:a]\nlimit = 2\nwindow = 1s\nper_key = false\n[override:a]\nk = 5/1s\n",
+            "[override:a]: the limit has per_key = false: it ignores keys, so no key can have "
+            "an override; expected per_key = true, or no [override:NAME]"),
+    REFUSED("override_values_that_are_not_rules",
+            "[limit:a]\nlimit = 2\nwindow = 1s\n[override:a]\nk1 = block\nk2 = 5/1s/2\n"
+            "k3 = 5/10\nk4 = 0/1s\nk5 =\n",
+            "[override:a] k1 = block: expected blocked, unlimited or LIMIT/WINDOW, e.g. 1000/1m\n"
+            "[override:a] k2 = 5/1s/2: \"5/1s/2\": expected LIMIT/WINDOW, e.g. 1000/1h\n"
+            "[override:a] k3 = 5/10: \"5/10\": window 10: missing unit, e.g. 10s\n"
+            "[override:a] k4 = 0/1s: \"0/1s\": limit 0: must be at least 1\n"
+            "[override:a] k5: no value"),
+    REFUSED("override_checked_as_a_rule_of_its_own",
+            "[limit:a]\nalgorithm = sliding_log\nlimit = 2\nwindow = 1s\n"
+            "[override:a]\nbig = 100001/1s\n",
+            "[override:a] big = 100001/1s: limit 100001: too large for sliding_log, which keeps "
+            "one entry per permit (on Redis, a call for all of them writes as many); at most "
+            "100000; sliding_window or token_bucket keep O(1) state"),
+    ACCEPTED("override_window_of_an_epoch_window_that_lines_up",
+             "[limit:a]\nalgorithm = fixed_window\nanchor = epoch\nlimit = 2\nwindow = 1d\n"
+             "[override:a]\nk = 50/1h\nweekly = 500/7d\n",
+             "a", 50),
+    REFUSED("override_window_of_an_epoch_window_that_does_not_line_up",
+            "[limit:a]\nalgorithm = fixed_window\nanchor = epoch\nlimit = 2\nwindow = 1d\n"
+            "[override:a]\nk = 50/7h\n",
+            "[override:a] k = 50/7h: with anchor = epoch the key's windows must start where the "
+            "rule's do; expected a window that divides 1d or a whole multiple of it"),
+    REFUSED("override_too_small_for_the_prefetch",
+            "[limit:a]\nalgorithm = gcra\nlimit = 20\nwindow = 1s\nprefetch = 5\n"
+            "[override:a]\nk = 4/1s\nslow = 50/10ms\n",
+            "[override:a] k = 4/1s: less than the rule's prefetch = 5 can pass at once; expected "
+            "a capacity of at least that\n"
+            "[override:a] slow = 50/10ms: a window shorter than the rule's prefetch_ttl = "
+            "100ms; expected at least that"),
+    REFUSED("override_key_in_brackets_reads_as_a_locale",
+            "[limit:a]\nlimit = 2\nwindow = 1s\n[override:a]\nk[fr] = 5/1s\n",
+            "[override:a] k[fr]: GKeyFile reads KEY[LOCALE] as a translation of KEY, not as a "
+            "key of its own; an override cannot name a key with [ or ] (docs/keyfile.md)"),
+    REFUSED("override_key_not_utf8",
+            "[limit:a]\nlimit = 2\nwindow = 1s\n[override:a]\n"
+            "caf\xe9 = 5/1s\n",
+            "[override:a] caf\xef\xbf\xbd: the key is not valid UTF-8, so no caller's key is it"),
+
     /* ---- several problems ---- */
     REFUSED("several_problems_are_reported_together_in_file_order",
             "[sluice]\n"
@@ -333,7 +398,7 @@ static const keyfile_case cases[] = {
             "[limit:a] window = 10: missing unit, e.g. 10s\n"
             "[limit:b] widnow: unknown key; expected one of " LIMIT_KEYS "\n"
             "[limit:b] window: missing; expected a duration, e.g. window = 10s\n"
-            "[extra]: unknown group; expected [sluice] or [limit:NAME]"),
+            "[extra]: unknown group; expected [sluice], [limit:NAME] or [override:NAME]"),
     /* FINDING: today [sluice] comes first wherever it stands, and a group's keys in
      * the reader's order (limit before window), not the file's. */
     REFUSED("problems_follow_the_file_even_when_sluice_comes_last",

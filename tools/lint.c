@@ -15,9 +15,10 @@ static const cli_spec spec = {
     -1,
     FALSE,
     "Checks sluice keyfiles without loading them.",
-    "Prints \"FILE: ok\" for a valid keyfile; otherwise every problem, one per line\n"
-    "in file order, as \"FILE: [GROUP] KEY = VALUE: what is expected\". Nothing is\n"
-    "connected to.\n\n"
+    "Prints \"FILE: ok\" for a valid keyfile, then its overrides, one per line in\n"
+    "file order, as \"FILE: [override:NAME] KEY = VALUE: what it does\"; otherwise\n"
+    "every problem, one per line in file order, as \"FILE: [GROUP] KEY = VALUE: what\n"
+    "is expected\". Nothing is connected to.\n\n"
     "With --program, a valid keyfile is also checked against the decorated functions\n"
     "(RATE_LIMITED*) of the built programs and shared libraries, read from their\n"
     "files without running them: each decorated name with no rule\n"
@@ -173,6 +174,37 @@ static int check_sites(const char *path, char **programs, GPtrArray *sites)
     return rc;
 }
 
+/* Lists the overrides of the valid keyfile at path, in file order: "FILE: [override:NAME]
+ * KEY = VALUE: what it does". */
+static void list_overrides(const char *path)
+{
+    g_autoptr(GKeyFile) keyfile = cli_keyfile_load(path, NULL);
+    if (!keyfile)
+        return;
+    g_auto(GStrv) groups = g_key_file_get_groups(keyfile, NULL);
+    for (char **g = groups; *g; g++) {
+        if (!g_str_has_prefix(*g, "override:"))
+            continue;
+        g_autofree char *limit_group = g_strconcat("limit:", *g + strlen("override:"), NULL);
+        g_autofree char *limit = cli_keyfile_value(keyfile, limit_group, "limit");
+        g_autofree char *window = cli_keyfile_value(keyfile, limit_group, "window");
+        g_autofree char *burst = cli_keyfile_value(keyfile, limit_group, "burst");
+        g_autofree char *name = shown(*g);
+        g_auto(GStrv) keys = g_key_file_get_keys(keyfile, *g, NULL, NULL);
+        for (char **k = keys; k && *k; k++) {
+            g_autofree char *value = cli_keyfile_value(keyfile, *g, *k);
+            g_autofree char *key = shown(*k);
+            g_autofree char *own =
+                g_strdup_printf("instead of %s/%s%s%s", limit, window ? window : "1m",
+                                burst ? "/" : "", burst ? burst : "");
+            const char *what = strcmp(value, "blocked") == 0     ? "always denied"
+                               : strcmp(value, "unlimited") == 0 ? "never limited"
+                                                                 : own;
+            printf("%s: [%s] %s = %s: %s\n", path, name, key, value, what);
+        }
+    }
+}
+
 int cli_lint(char **argv)
 {
     g_auto(GStrv) programs = NULL;
@@ -197,8 +229,10 @@ int cli_lint(char **argv)
         if (sluice_config_check(*path, &error)) {
             if (sites)
                 checked = check_sites(*path, programs, sites);
-            if (checked == CLI_EXIT_OK)
+            if (checked == CLI_EXIT_OK) {
                 printf("%s: ok\n", *path);
+                list_overrides(*path);
+            }
         } else if (g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_CONFIG)) {
             printf("%s\n", error->message);
             checked = CLI_EXIT_NO;

@@ -48,6 +48,19 @@ static void append_bands(GString *out, const char *name, gboolean json)
     }
 }
 
+/* Which rule decides key's calls, for a limit with overrides and a key: " rule=override"
+ * (own, override, blocked, unlimited), or with json ',"rule":"override"'; else nothing. */
+static void append_source(GString *out, const char *name, const char *key, gboolean json)
+{
+    static const char *const sources[] = {"own", "override", "blocked", "unlimited"};
+    sluice_rule_info rule;
+    sluice_rule_source source;
+    if (!key || sluice_rule_overrides(name, NULL) == 0 ||
+        !sluice_rule_get_key(name, key, &rule, &source, NULL))
+        return;
+    g_string_append_printf(out, json ? ",\"rule\":\"%s\"" : " rule=%s", sources[source]);
+}
+
 /* Prints one limit's state; the exit code on failure, else -1. */
 static int show(const char *name, const char *key, gboolean json)
 {
@@ -71,11 +84,13 @@ static int show(const char *name, const char *key, gboolean json)
         cli_append_json_string(out, rule.algorithm);
         g_string_append_c(out, ',');
         cli_append_json_decision(out, &d, FALSE);
+        append_source(out, name, key, TRUE);
         append_bands(out, name, TRUE);
         g_string_append_c(out, '}');
     } else {
         g_string_append_printf(out, "%s %s algorithm=%s ", name, key ? key : "-", rule.algorithm);
         cli_append_decision(out, &d, FALSE);
+        append_source(out, name, key, FALSE);
         append_bands(out, name, FALSE);
     }
     puts(out->str);
@@ -96,7 +111,8 @@ static const cli_spec spec = {
     "object per line. retry_after_ms is when one permit would pass (-1: now).\n"
     "A rule with bands adds bands=LIMIT/WINDOW[/BURST],... and shadow_bands=...\n"
     "as the keyfile has them; limit and remaining are the band with the fewest\n"
-    "remaining.\n"
+    "remaining. For a limit with overrides ([override:NAME]) and a key, rule=own,\n"
+    "override, blocked or unlimited says which rule decides that key's calls.\n"
     "It is read with a peek (permits = 0), which consumes nothing. With backend =\n"
     "memory every process keeps its own limits, so this shows a fresh state.\n\n"
     "Exit status: 0 done, 2 bad arguments or keyfile, 3 the backend failed.",

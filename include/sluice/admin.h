@@ -32,6 +32,27 @@ typedef struct {
  * (SLUICE_ERROR_NO_RULE). */
 SLUICE_API gboolean sluice_rule_get(const char *name, sluice_rule_info *out, GError **error);
 
+/** Where the rule that decides a key's calls comes from (sluice_rule_get_key). */
+typedef enum {
+    SLUICE_RULE_OWN,       /**< the limit's own rule, [limit:NAME]                        */
+    SLUICE_RULE_OVERRIDE,  /**< `KEY = LIMIT/WINDOW[/BURST]` of [override:NAME]           */
+    SLUICE_RULE_BLOCKED,   /**< `KEY = blocked` of [override:NAME]: always denied         */
+    SLUICE_RULE_UNLIMITED, /**< `KEY = unlimited` of [override:NAME]: never limited       */
+} sluice_rule_source;
+
+/** Fills *out with the rule that decides the calls of `key` (NULL: no key) on the
+ * limit `name` in the running keyfile, and *source (may be NULL) with where it
+ * comes from. An override of [override:NAME] has its own limit, burst and window
+ * (a blocked or unlimited key: the limit's); a rule with per_key = false ignores
+ * the key. FALSE with *error as sluice_rule_get, and for a bad key
+ * (SLUICE_ERROR_INVALID_ARGUMENT). */
+SLUICE_API gboolean sluice_rule_get_key(const char *name, const char *key, sluice_rule_info *out,
+                                        sluice_rule_source *source, GError **error);
+
+/** How many keys [override:NAME] of the limit `name` names in the running keyfile
+ * (0: none, also with *error as sluice_rule_get sets it). */
+SLUICE_API guint sluice_rule_overrides(const char *name, GError **error);
+
 /** The most bands a rule has: its own limit and window, and up to 8 from `bands`
  * and `shadow_bands`. */
 #define SLUICE_RULE_BANDS_MAX 9

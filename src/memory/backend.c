@@ -13,18 +13,21 @@
 #include "memory/keyed.h"
 #include "memory/reshape.h"
 #include "memory/store.h"
+#include "override.h"
 
 static gboolean lock_free(const sluice__rule *rule)
 {
     return rule->algorithm != SLUICE__SLIDING_LOG && rule->algorithm != SLUICE__CONCURRENCY;
 }
 
-/* The rule a decision follows: the newest, not the caller's (a caller that read
- * the rule before a reload must not take the state back to the old rule's shape). */
+/* The limit's rule a decision follows: the newest, not the caller's (a caller that
+ * read the rule before a reload must not take the state back to the old rule's
+ * shape). The caller's rule may be an override of a key (src/override.h): its
+ * limit's own rule stands for it. */
 static const sluice__rule *newest(sluice__limiter *limiter, const sluice__rule *rule)
 {
     const sluice__rule *current = sluice__limiter_rule(limiter);
-    return current ? current : rule;
+    return current ? current : sluice__rule_base(rule);
 }
 
 /* Takes the store's lock for a change at a time read before it: *now_us (and
@@ -63,9 +66,16 @@ static SLUICE__OUT_OF_LINE gboolean decide_under_lock(sluice__backend *backend,
                                                       sluice__verdict *verdict, GError **error)
 {
     sluice__memory_store *store = limiter->memory;
+    const sluice__rule *found = rule; /* the key's, maybe an override */
     gint64 now, epoch;
     lock_in_order(store, limiter, &rule, &now, &epoch);
     sluice__memory_reshape(store, rule);
+    if (key)
+        rule = sluice__rule_now(rule, found, key); /* a lookup only after a reload */
+    if (G_UNLIKELY(sluice__override_decides(rule, verdict))) {
+        pthread_mutex_unlock(&store->lock); /* a reload made the key blocked or unlimited */
+        return TRUE;
+    }
     if (!key && lock_free(rule)) {
         /* the rule changed to one kept lock-free since it was read */
         pthread_mutex_unlock(&store->lock);

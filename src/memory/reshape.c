@@ -6,6 +6,7 @@
 
 #include "memory/keyed.h"
 #include "memory/store.h"
+#include "override.h"
 
 static gboolean same_bands(const sluice__rule *a, const sluice__rule *b)
 {
@@ -65,28 +66,42 @@ static void reshape_hot(sluice__memory_store *store, const sluice__rule *rule, h
     sluice__hot_leave(hot, held);
 }
 
+/* Lays each key's states out for its rule under `rule` (an override's, or rule's
+ * own), from its rule under the store's shape: a key whose bands stay as they were
+ * is left alone. */
+static void remap_keyed(sluice__memory_store *store, const sluice__rule *rule)
+{
+    GHashTableIter it;
+    gpointer key, value;
+    g_hash_table_iter_init(&it, store->keyed);
+    while (g_hash_table_iter_next(&it, &key, &value)) {
+        const sluice__rule *from = sluice__rule_for_key(&store->shape, key);
+        const sluice__rule *to = sluice__rule_for_key(rule, key);
+        sluice__keyed_states *old = value;
+        if (old->n == sluice__rule_bands(to) && same_bands(from, to))
+            continue;
+        sluice__keyed_states *k = sluice__keyed_states_new(sluice__rule_bands(to));
+        if (old->n == sluice__rule_bands(from))
+            remap(from, to, old->s, k->s);
+        g_hash_table_iter_replace(&it, k);
+    }
+}
+
 SLUICE__OUT_OF_LINE void sluice__memory_reshape(sluice__memory_store *store,
                                                 const sluice__rule *rule)
 {
     if (__atomic_load_n(&store->hot.rule, __ATOMIC_RELAXED) == rule)
         return; /* rules are interned: one pointer per rule */
     if (store->shaped && sluice__rule_same_state(&store->shape, rule)) {
-        if (same_bands(&store->shape, rule)) {
-            reshape_hot(store, rule, HOT_KEEP);
-            return;
+        gboolean kept = same_bands(&store->shape, rule);
+        if (!kept || store->shape.overrides != rule->overrides)
+            remap_keyed(store, rule); /* bands, or keys' overrides, came or went */
+        if (!kept) {
+            sluice__state moved[1 + SLUICE__MAX_BANDS] = {{0}};
+            remap(&store->shape, rule, store->keyless, moved);
+            memcpy(store->keyless, moved, sizeof moved);
         }
-        sluice__state moved[1 + SLUICE__MAX_BANDS] = {{0}};
-        remap(&store->shape, rule, store->keyless, moved);
-        memcpy(store->keyless, moved, sizeof moved);
-        GHashTableIter it;
-        gpointer value;
-        g_hash_table_iter_init(&it, store->keyed);
-        while (g_hash_table_iter_next(&it, NULL, &value)) {
-            sluice__keyed_states *k = sluice__keyed_states_new(sluice__rule_bands(rule));
-            remap(&store->shape, rule, ((sluice__keyed_states *)value)->s, k->s);
-            g_hash_table_iter_replace(&it, k);
-        }
-        reshape_hot(store, rule, HOT_REMAP);
+        reshape_hot(store, rule, kept ? HOT_KEEP : HOT_REMAP);
         store->shape = *rule;
         return;
     }
