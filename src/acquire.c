@@ -80,8 +80,8 @@ int sluice_last_decision(sluice_decision *out)
     return last.result;
 }
 
-static int enter_limited(sluice_descriptor *descriptor, sluice__limiter *limiter, const char *key,
-                         sluice_lease *lease, sluice_decision *verdict, GError **error);
+static int enter_limited(sluice_stats *stats, const char *key, sluice_lease *lease,
+                         sluice_decision *verdict, GError **error, sluice__limiter *limiter);
 
 /* sluice__enter's answer to the NULL arguments the macros never pass. */
 static SLUICE__OUT_OF_LINE int enter_refused(sluice_decision *verdict, GError **error)
@@ -103,30 +103,37 @@ static SLUICE__OUT_OF_LINE int enter_unbound(sluice_descriptor *descriptor, cons
     sluice__limiter *limiter = sluice__registry_bind(descriptor);
     if (!limiter || !sluice__limiter_rule(limiter))
         return SLUICE__RUN; /* not initialized, or no rule: not limited */
-    return enter_limited(descriptor, limiter, key, lease, verdict, error);
+    if (G_UNLIKELY(!lease || (error && !verdict)))
+        return enter_refused(verdict, error);
+    return enter_limited(&descriptor->priv->stats, key, lease, verdict, error, limiter);
 }
 
 /* Every call it makes is a tail call, so that a name with no rule costs a few
- * instructions and no saved register. */
+ * instructions and no saved register. The other arguments are checked only where
+ * they are used: before enter_limited. */
 int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *lease,
                   sluice_decision *verdict, GError **error)
 {
-    if (G_UNLIKELY(!descriptor || !lease || (error && !verdict)))
+    if (G_UNLIKELY(!descriptor))
         return enter_refused(verdict, error);
-    sluice__limiter *limiter = sluice__registry_limiter_of(descriptor);
+    sluice_descriptor_private *bound = g_atomic_pointer_get(&descriptor->priv);
+    sluice__limiter *limiter = sluice__registry_limiter_of(bound);
     last.unlimited = TRUE;
     if (G_UNLIKELY(!limiter))
         return enter_unbound(descriptor, key, lease, verdict, error);
     if (!sluice__limiter_rule(limiter))
         return SLUICE__RUN; /* a name with no rule is not limited */
-    return enter_limited(descriptor, limiter, key, lease, verdict, error);
+    if (G_UNLIKELY(!lease || (error && !verdict)))
+        return enter_refused(verdict, error);
+    return enter_limited(&bound->stats, key, lease, verdict, error, limiter);
 }
 
 /* sluice__enter for a name with a rule: the decision, flattened apart from the
- * call of a name with no rule, which stays a few instructions. */
+ * call of a name with no rule, which stays a few instructions. Its arguments
+ * stand where sluice__enter's do, so that the tail call moves few registers. */
 static SLUICE__FLATTEN SLUICE__OUT_OF_LINE int
-enter_limited(sluice_descriptor *descriptor, sluice__limiter *limiter, const char *key,
-              sluice_lease *lease, sluice_decision *verdict, GError **error)
+enter_limited(sluice_stats *stats, const char *key, sluice_lease *lease, sluice_decision *verdict,
+              GError **error, sluice__limiter *limiter)
 {
     sluice_decision d;
     GError *failure = NULL;
@@ -136,11 +143,10 @@ enter_limited(sluice_descriptor *descriptor, sluice__limiter *limiter, const cha
         d = (sluice_decision){sluice__engine_policy_allows(sluice__limiter_rule(limiter)), 0, 0, -1,
                               0};
         sluice__counters_count(limiter->counters, SLUICE__OUTCOME_ERROR, FALSE, -1);
-        sluice__stats_count(&descriptor->priv_stats, SLUICE__OUTCOME_ERROR, FALSE, -1);
+        sluice__stats_count(stats, SLUICE__OUTCOME_ERROR, FALSE, -1);
         r = SLUICE_FAILED;
     } else {
-        r = sluice__engine_acquire(limiter, key, 1, -1, &d, &taken, &descriptor->priv_stats,
-                                   &failure);
+        r = sluice__engine_acquire(limiter, key, 1, -1, &d, &taken, stats, &failure);
     }
     last.unlimited = FALSE;
     last.result = r;
@@ -154,7 +160,7 @@ enter_limited(sluice_descriptor *descriptor, sluice__limiter *limiter, const cha
     if (r != SLUICE_FAILED) {
         run = r == SLUICE_ALLOWED ? SLUICE__RUN : SLUICE__DEGRADE;
     } else if (!error) {
-        g_debug("%s: limiter failed, on_error %s: %s", descriptor->name,
+        g_debug("%s: limiter failed, on_error %s: %s", limiter->name,
                 d.allowed ? "allows" : "denies", failure->message);
         g_error_free(failure);
         run = d.allowed ? SLUICE__RUN : SLUICE__DEGRADE;
@@ -165,7 +171,7 @@ enter_limited(sluice_descriptor *descriptor, sluice__limiter *limiter, const cha
     }
     if (run == SLUICE__DEGRADE) {
         sluice__counters_degraded(limiter->counters);
-        sluice__stats_degraded(&descriptor->priv_stats);
+        sluice__stats_degraded(stats);
     }
     return run;
 }

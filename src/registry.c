@@ -137,7 +137,13 @@ static void bind_one(sluice_descriptor *d)
     if (!limiter->rule)
         g_warning("%s:%d: %s is decorated with \"%s\", which has no rule: it is not limited",
                   d->file, d->line, d->function, d->name);
-    g_atomic_pointer_set(&d->priv_limiter, limiter);
+    sluice_descriptor_private *bound = d->priv;
+    if (!bound) { /* its first binding: published with its limiter set */
+        bound = g_aligned_alloc0(1, sizeof *bound, G_ALIGNOF(sluice_descriptor_private));
+        bound->limiter = limiter;
+        g_atomic_pointer_set(&d->priv, bound);
+    }
+    g_atomic_pointer_set(&bound->limiter, limiter);
 }
 
 /* Links a descriptor into the list once; TRUE for the call that linked it. */
@@ -176,12 +182,12 @@ sluice__limiter *sluice__registry_bind(sluice_descriptor *descriptor)
     if (!g_atomic_int_get(&active))
         return NULL;
     g_rw_lock_writer_lock(&lock);
-    if (active && !sluice__registry_limiter_of(descriptor)) {
+    if (active && !sluice__registry_limiter_of(g_atomic_pointer_get(&descriptor->priv))) {
         bind_one(descriptor);
         publish();
     }
     g_rw_lock_writer_unlock(&lock);
-    return sluice__registry_limiter_of(descriptor);
+    return sluice__registry_limiter_of(g_atomic_pointer_get(&descriptor->priv));
 }
 
 sluice__limiter *sluice__registry_find(const char *name)
@@ -242,7 +248,8 @@ void sluice__registry_clear(void)
 {
     g_rw_lock_writer_lock(&lock);
     for (sluice_descriptor *d = g_atomic_pointer_get(&descriptors); d; d = d->priv_next)
-        g_atomic_pointer_set(&d->priv_limiter, NULL);
+        if (d->priv) /* kept, with the function's stats */
+            g_atomic_pointer_set(&d->priv->limiter, NULL);
     if (active) {
         GHashTable *last = g_atomic_pointer_exchange(&published, NULL);
         g_atomic_int_inc(&generation); /* the limiters go: no thread may find one */

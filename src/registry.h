@@ -9,11 +9,22 @@
 #include "config.h"
 #include "limiter.h"
 
-/* The descriptor's limiter once bound: a pointer load. Before sluice_init and
- * after sluice_shutdown there is none (NULL), and decorated bodies run. */
-static inline sluice__limiter *sluice__registry_limiter_of(sluice_descriptor *descriptor)
+/* What the library keeps for a descriptor, out of the structure the macros compile
+ * into programs: made when the descriptor is first bound, never freed (a function's
+ * stats count from the start of the process, across sluice_shutdown), and reachable
+ * from the descriptor. The limiter, read by every call, has a cache line to itself,
+ * apart from the counters every limited call writes. */
+struct sluice_descriptor_private {
+    sluice__limiter *limiter; /* bound limiter (atomic); NULL after sluice_shutdown */
+    sluice_stats stats __attribute__((aligned(64))); /* its calls */
+};
+
+/* The limiter a descriptor is bound to (bound: its priv, loaded atomically): a
+ * pointer load. Before sluice_init and after sluice_shutdown there is none (NULL),
+ * and decorated bodies run. */
+static inline sluice__limiter *sluice__registry_limiter_of(sluice_descriptor_private *bound)
 {
-    return g_atomic_pointer_get(&descriptor->priv_limiter);
+    return G_LIKELY(bound) ? g_atomic_pointer_get(&bound->limiter) : NULL;
 }
 
 /* The slow path of a descriptor's first call: registers it and binds it to the

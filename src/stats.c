@@ -60,13 +60,21 @@ guint sluice_stats_bands(const char *name, sluice_band_stats *out, guint n, GErr
     return count;
 }
 
+/* The stats of a descriptor: zeros before it is first bound. */
+static const sluice_stats *descriptor_stats(const sluice_descriptor *d)
+{
+    static const sluice_stats none;
+    const sluice_descriptor_private *bound = g_atomic_pointer_get(&d->priv);
+    return bound ? &bound->stats : &none;
+}
+
 void sluice_descriptor_stats(const sluice_descriptor *descriptor, sluice_stats *out)
 {
     if (!out)
         return;
     memset(out, 0, sizeof *out);
     if (descriptor)
-        sluice__stats_read(&descriptor->priv_stats, out);
+        sluice__stats_read(descriptor_stats(descriptor), out);
 }
 
 /* ---- the Prometheus text format ------------------------------------------------ */
@@ -133,7 +141,7 @@ static void add_descriptor(const sluice_descriptor *d, gboolean has_rule, gpoint
 {
     (void)has_rule;
     if (d->name && *d->name && g_utf8_validate(d->name, -1, NULL))
-        g_ptr_array_add(functions, series_new(d->name, d, &d->priv_stats));
+        g_ptr_array_add(functions, series_new(d->name, d, descriptor_stats(d)));
 }
 
 static void header(GString *out, const char *metric, const char *type, const char *help)

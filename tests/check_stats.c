@@ -228,6 +228,19 @@ START_TEST(test_decorated_calls_count_per_function_and_limit)
     ck_assert_int_eq(ran, 4);
     expect("watched", 1, 0, 3, 0, 0, 0);
     sluice_shutdown();
+
+    /* a function's stats are kept across sluice_shutdown and sluice_init */
+    sluice_stats kept;
+    function_stats("work", &kept);
+    ck_assert_uint_eq(kept.allowed - before.allowed, 2);
+    ck_assert_uint_eq(kept.denied - before.denied, 1);
+    ck_assert_int_eq(work(4), 4); /* not initialized: not limited, not counted */
+    fixture_init("[limit:work]\nalgorithm = fixed_window\nlimit = 2\nwindow = 10s\n");
+    ck_assert_int_eq(work(5), 5);
+    function_stats("work", &kept);
+    ck_assert_uint_eq(kept.allowed - before.allowed, 3);
+    ck_assert_uint_eq(kept.denied - before.denied, 1);
+    sluice_shutdown();
 }
 END_TEST
 

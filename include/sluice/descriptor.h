@@ -13,17 +13,29 @@ G_BEGIN_DECLS
 /** A decorated place: see struct sluice_descriptor. */
 typedef struct sluice_descriptor sluice_descriptor;
 
-/** One per RATE_LIMITED* use, static, never allocated. The macros create them;
- * tools read name, file, line and function. The priv_ fields are sluice's. */
+/** The layout of struct sluice_descriptor these headers write: the macros put it
+ * in `version`, so that a later library knows which fields a program has. */
+#define SLUICE_DESCRIPTOR_VERSION 1
+
+/** What sluice keeps for a descriptor (its bound limit, its stats): allocated by the
+ * library when the descriptor is first bound, opaque. */
+typedef struct sluice_descriptor_private sluice_descriptor_private;
+
+/** One per RATE_LIMITED* use, static, never allocated. The macros create them
+ * (compiled into the program, so the layout is frozen: a later version may only
+ * append fields, with a new SLUICE_DESCRIPTOR_VERSION); tools read name, file,
+ * line and function. The priv fields are sluice's: the registry's link, which
+ * constructors set before main without allocating, and a pointer to what the
+ * library allocates when it binds the descriptor. */
 struct sluice_descriptor {
-    const char *name;             /**< the limit's name, as in [limit:NAME]             */
-    const char *file;             /**< where the macro stands                           */
-    int line;                     /**< and on which line                              */
-    const char *function;         /**< the decorated function                           */
-    gpointer priv_limiter;        /**< bound limiter, loaded atomically        */
-    sluice_descriptor *priv_next; /**< the registry's list                     */
-    gint priv_registered;         /**< linked into the registry (atomic)       */
-    sluice_stats priv_stats;      /**< its calls: read with sluice_descriptor_stats */
+    guint version;                   /**< SLUICE_DESCRIPTOR_VERSION of the macros     */
+    int line;                        /**< the line the macro stands on                */
+    const char *name;                /**< the limit's name, as in [limit:NAME]        */
+    const char *file;                /**< the file the macro stands in                */
+    const char *function;            /**< the decorated function                      */
+    sluice_descriptor_private *priv; /**< sluice's: NULL until bound (atomic)          */
+    sluice_descriptor *priv_next;    /**< sluice's: the registry's list               */
+    gint priv_registered;            /**< sluice's: linked into the registry (atomic) */
 };
 
 /** Calls fn for every registered descriptor, in registration order reversed:

@@ -125,15 +125,8 @@ SLUICE_API void sluice__register(sluice_descriptor *descriptor);
 
 #define SLUICE__DESCRIPTOR(name, function)                                                         \
     {                                                                                              \
-        (name), __FILE__, __LINE__, (function), NULL, NULL, 0, SLUICE__ZERO                        \
+        SLUICE_DESCRIPTOR_VERSION, __LINE__, (name), __FILE__, (function), NULL, NULL, 0           \
     }
-/* clang-format off */
-#ifdef __cplusplus
-#define SLUICE__ZERO {} /* C++: {0} would leave the other fields to -Wmissing-field-initializers */
-#else
-#define SLUICE__ZERO {0}
-#endif
-/* clang-format on */
 #define SLUICE__LEASE(var)                                                                         \
     __attribute__((cleanup(sluice__leave_held))) sluice_lease var = {NULL, NULL, 0}
 #define SLUICE__CAT(a, b)           SLUICE__CAT_I(a, b)
