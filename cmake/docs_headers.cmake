@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-# Part of the `docs` target: every installed header opens with a /** @file comment.
+# Part of the `docs` target: every installed header opens with a /** @file comment
+# (below its SPDX line).
 # Doxygen reports undocumented functions, types and macros only in documented files:
 # a header without @file would leave all of its symbols out of the reference silently.
 #   cmake -DHEADERS=DIR -P docs_headers.cmake
@@ -9,8 +10,8 @@ if(NOT headers)
 endif()
 set(missing)
 foreach(h ${headers})
-  file(READ ${h} head LIMIT 64)
-  if(NOT head MATCHES "^/\\*\\* @file")
+  file(READ ${h} head LIMIT 128)
+  if(NOT head MATCHES "^(/\\* SPDX-License-Identifier: [^\n]*\n)?/\\*\\* @file")
     list(APPEND missing ${h})
   endif()
 endforeach()
