@@ -892,7 +892,7 @@ sluice__config *sluice__config_load(const char *path, GError **error)
         return NULL;
     }
     sluice__config *c = sluice__config_parse(data, length, path, error);
-    memset(data, 0, length); /* it may hold the password */
+    sluice__secret_wipe(data, length); /* it may hold the password */
     guint mode;
     if (c && c->password_in_keyfile && sluice__secret_file_exposed(path, &mode)) {
         g_autofree char *name = g_filename_display_name(path);
@@ -933,7 +933,7 @@ static char *describe_file(const char *path)
             ? g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)data, length)
             : g_strdup("?");
     if (data)
-        memset(data, 0, length); /* it may be a private key */
+        sluice__secret_wipe(data, length); /* it may be a private key */
     return g_strdup_printf("%s %s", path, digest);
 }
 

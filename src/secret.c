@@ -13,10 +13,15 @@
 
 #define MAX_SECRET_BYTES 4096
 
+void sluice__secret_wipe(void *p, gsize n)
+{
+    explicit_bzero(p, n);
+}
+
 /* Zeroes and frees the whole buffer of a secret that is not returned. */
 static void wipe(char *buffer, gsize size)
 {
-    memset(buffer, 0, size);
+    sluice__secret_wipe(buffer, size);
     g_free(buffer);
 }
 
@@ -106,6 +111,6 @@ void sluice__secret_free(char *secret)
 {
     if (!secret)
         return;
-    memset(secret, 0, strlen(secret));
+    sluice__secret_wipe(secret, strlen(secret));
     g_free(secret);
 }

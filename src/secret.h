@@ -23,7 +23,12 @@ gboolean sluice__secret_file_exposed(const char *path, guint *mode);
  * replaced by "***", for messages that quote what they could not parse. */
 char *sluice__secret_redact(const char *text);
 
-/* Zeroes and frees a password (NULL is fine). */
+/* Zeroes n bytes at p that held a secret, with a store the compiler may not drop
+ * as dead (explicit_bzero), even when the memory is freed right after and the
+ * whole library is optimized at link time: every secret sluice wipes goes here. */
+void sluice__secret_wipe(void *p, gsize n);
+
+/* Zeroes (sluice__secret_wipe) and frees a password (NULL is fine). */
 void sluice__secret_free(char *secret);
 
 #endif

@@ -18,6 +18,7 @@
 #include "redis/conn.h"
 #include "redis/link.h"
 #include "redis/tls.h"
+#include "secret.h"
 
 #define MAX_NODES        256  /* masters, past and present, of one Cluster */
 #define REFRESH_LEAST_US 1000 /* a call with less time left does not refresh */
@@ -98,9 +99,7 @@ void sluice__redis_cluster_free(sluice__redis_cluster *c)
         sluice__redis_node_free(c->nodes[i]);
     g_mutex_clear(&c->lock);
     g_free(c->user);
-    if (c->password)
-        memset(c->password, 0, strlen(c->password));
-    g_free(c->password);
+    sluice__secret_free(c->password);
     sluice__tls_context_unref(c->tls);
     g_free(c->tls_name);
     g_free(c);

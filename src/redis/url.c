@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "secret.h"
 #include "value.h"
 
 typedef struct {
@@ -239,9 +240,7 @@ void sluice__redis_url_clear(sluice__redis_url *url)
     g_free(url->addresses);
     g_free(url->socket);
     g_free(url->user);
-    if (url->password)
-        memset(url->password, 0, strlen(url->password));
-    g_free(url->password);
+    sluice__secret_free(url->password);
     g_free(url->master);
     memset(url, 0, sizeof *url);
 }
