@@ -46,11 +46,11 @@ START_TEST(a_misspelt_rule_is_reported_at_both_decorations_and_exits_1)
     g_autofree char *ini = fixture_write_keyfile(RULE("logn") RULE("report.export") RULE("healthz")
                                                      RULE("upload") RULE("café"));
     g_autofree char *out = g_strdup_printf(
-        SOURCE "main.c:13: login_form() \"login\": no rule [limit:login] in %s; did you mean "
+        SOURCE "main.c:14: login_form() \"login\": no rule [limit:login] in %s; did you mean "
                "[limit:logn]?\n" SOURCE
-               "main.c:20: guard \"login\": no rule [limit:login] in %s; did you mean "
+               "main.c:21: guard \"login\": no rule [limit:login] in %s; did you mean "
                "[limit:logn]?\n" SOURCE
-               "main.c:32: guard dynamic_name: not a string literal, so sluice lint cannot "
+               "main.c:33: guard dynamic_name: not a string literal, so sluice lint cannot "
                "check it\n"
                "%s: [limit:logn]: no decorated function of " LINT_SITES ", " LINT_SITES_SHARED
                " uses it\n",
@@ -65,7 +65,7 @@ START_TEST(every_name_with_a_rule_and_every_rule_used_is_ok)
     g_autofree char *ini = fixture_write_keyfile(RULE("login") RULE("report.export") RULE("healthz")
                                                      RULE("upload") RULE("café"));
     g_autofree char *out = g_strdup_printf(
-        SOURCE "main.c:32: guard dynamic_name: not a string literal, so sluice lint cannot "
+        SOURCE "main.c:33: guard dynamic_name: not a string literal, so sluice lint cannot "
                "check it\n%s: ok\n",
         ini);
     run(0, out, "",
@@ -80,7 +80,7 @@ START_TEST(only_what_is_linked_counts)
     g_autofree char *ini = fixture_write_keyfile(RULE("login") RULE("report.export") RULE("healthz")
                                                      RULE("never.linked") RULE("upload"));
     g_autofree char *out = g_strdup_printf(
-        SOURCE "main.c:32: guard dynamic_name: not a string literal, so sluice lint cannot "
+        SOURCE "main.c:33: guard dynamic_name: not a string literal, so sluice lint cannot "
                "check it\n"
                "%s: [limit:never.linked]: no decorated function of " LINT_SITES " uses it\n"
                "%s: [limit:upload]: no decorated function of " LINT_SITES " uses it\n",
@@ -95,7 +95,7 @@ START_TEST(the_built_quickstart_example_shows_its_misspelt_rule)
     g_autofree char *ini = fixture_write_keyfile(RULE("report.export") RULE("logn")
                                                      RULE("cache.flush") RULE("healthz"));
     g_autofree char *out = g_strdup_printf(
-        SLUICE_SOURCE_DIR "/examples/quickstart.c:32: guard \"login\": no rule [limit:login] in "
+        SLUICE_SOURCE_DIR "/examples/quickstart.c:33: guard \"login\": no rule [limit:login] in "
                           "%s; did you mean [limit:logn]?\n"
                           "%s: [limit:logn]: no decorated function of " QUICKSTART " uses it\n",
         ini, ini);
