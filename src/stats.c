@@ -64,7 +64,8 @@ guint sluice_stats_bands(const char *name, sluice_band_stats *out, guint n, GErr
 static const sluice_stats *descriptor_stats(const sluice_descriptor *d)
 {
     static const sluice_stats none;
-    const sluice_descriptor_private *bound = g_atomic_pointer_get(&d->priv);
+    /* (d is const: GLib's g_atomic_pointer_get wants a pointer it may write through) */
+    const sluice_descriptor_private *bound = __atomic_load_n(&d->priv, __ATOMIC_SEQ_CST);
     return bound ? &bound->stats : &none;
 }
 
