@@ -3,6 +3,7 @@
  * include/sluice/macros.h call around a decorated body. */
 #include <sluice/sluice.h>
 
+#include "adaptive/adaptive.h"
 #include "arguments.h"
 #include "counters.h"
 #include "engine.h"
@@ -46,16 +47,31 @@ int sluice_acquire_wait(const char *name, const char *key, gint64 permits, gint6
     return acquire(name, key, permits, timeout_ms * 1000, out, error);
 }
 
-void sluice_release(const char *name, const char *key, gint64 permits)
+G_STATIC_ASSERT((int)SLUICE_OUTCOME_OK == (int)SLUICE__CALL_OK);
+G_STATIC_ASSERT((int)SLUICE_OUTCOME_DROPPED == (int)SLUICE__CALL_DROPPED);
+G_STATIC_ASSERT((int)SLUICE_OUTCOME_IGNORE == (int)SLUICE__CALL_IGNORED);
+
+void sluice_release_outcome(const char *name, const char *key, gint64 permits,
+                            sluice_outcome outcome)
 {
     g_autoptr(GError) error = NULL;
     sluice__limiter *limiter;
+    if ((guint)outcome > SLUICE_OUTCOME_IGNORE) {
+        g_debug("sluice_release_outcome ignored: outcome %d is none of sluice_outcome's",
+                (int)outcome);
+        return;
+    }
     if (!sluice__find(name, key, permits, &limiter, &error)) {
         g_debug("sluice_release ignored: %s", error->message);
         return;
     }
     if (limiter)
-        sluice__engine_release(limiter, key, permits);
+        sluice__engine_release(limiter, key, permits, (sluice__call_end)outcome);
+}
+
+void sluice_release(const char *name, const char *key, gint64 permits)
+{
+    sluice_release_outcome(name, key, permits, SLUICE_OUTCOME_OK);
 }
 
 /* ---- what the macros call ----------------------------------------------------- */
@@ -151,7 +167,7 @@ enter_limited(sluice_stats *stats, const char *key, sluice_lease *lease, sluice_
     last.unlimited = FALSE;
     last.result = r;
     last.decision = d;
-    if (taken > 0) {
+    if (taken != 0) { /* concurrency permits, or (< 0) adaptive calls */
         lease->priv_limiter = limiter;
         lease->priv_key = key;
         lease->priv_permits = taken;
@@ -167,7 +183,10 @@ enter_limited(sluice_stats *stats, const char *key, sluice_lease *lease, sluice_
     } else {
         *verdict = d;
         g_propagate_error(error, failure);
-        return SLUICE__FAILED; /* the error callback answers */
+        const sluice__rule *rule = sluice__limiter_rule(limiter);
+        if (rule && rule->algorithm == SLUICE__ADAPTIVE)
+            sluice__adaptive_dropped(limiter); /* what the callback answers is a drop */
+        return SLUICE__FAILED;                 /* the error callback answers */
     }
     if (run == SLUICE__DEGRADE) {
         sluice__counters_degraded(limiter->counters);
@@ -180,6 +199,10 @@ void sluice__leave(sluice_lease *lease)
 {
     if (G_LIKELY(!lease || lease->priv_permits == 0))
         return;
-    sluice__engine_release(lease->priv_limiter, lease->priv_key, lease->priv_permits);
+    if (lease->priv_permits < 0) /* calls of an adaptive rule: their latency is a sample */
+        sluice__engine_end_calls(lease->priv_limiter, -lease->priv_permits, SLUICE__CALL_OK);
+    else
+        sluice__engine_release(lease->priv_limiter, lease->priv_key, lease->priv_permits,
+                               SLUICE__CALL_OK);
     lease->priv_permits = 0;
 }

@@ -40,13 +40,16 @@ static const sluice__rule *rule_of(const char *name, GError **error)
 
 static void describe(const sluice__rule *rule, sluice_rule_info *out)
 {
+    gboolean adaptive = rule->algorithm == SLUICE__ADAPTIVE;
     *out = (sluice_rule_info){sluice__algorithm_name(rule->algorithm),
                               rule->limit,
                               rule->burst,
                               rule->window_us / 1000,
                               rule->wait_us / 1000,
                               rule->shadow,
-                              rule->per_key};
+                              rule->per_key,
+                              adaptive ? rule->min_limit : 0,
+                              adaptive ? sluice__controller_names[rule->controller] : NULL};
 }
 
 static gboolean out_given(gconstpointer out, GError **error)

@@ -504,6 +504,8 @@ decide_one(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64
     case SLUICE__CONCURRENCY:
         concurrency(&c, v);
         break;
+    case SLUICE__ADAPTIVE: /* decided in process by src/adaptive/, never on a state */
+        g_assert_not_reached();
     }
     verdict_finish(v, permits, capacity);
 }

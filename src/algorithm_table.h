@@ -20,7 +20,8 @@
     X(SLUICE__SLIDING_WINDOW, "sliding_window", "sw", TRUE)                                        \
     X(SLUICE__TOKEN_BUCKET, "token_bucket", "tb", TRUE)                                            \
     X(SLUICE__GCRA, "gcra", "gc", TRUE)                                                            \
-    X(SLUICE__CONCURRENCY, "concurrency", "cc", TRUE)
+    X(SLUICE__CONCURRENCY, "concurrency", "cc", TRUE)                                              \
+    X(SLUICE__ADAPTIVE, "adaptive", "ad", FALSE)
 
 /* How many rows the table has: an integer constant. */
 #define SLUICE__ALGORITHM_ROW(code, name, tag, script) +1

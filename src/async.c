@@ -232,7 +232,7 @@ static void asked(const sluice__verdict *v, GError *failure, gpointer task)
     }
     if (r->finished) { /* cancelled meanwhile: give back what came too late */
         if (!failure && v->leased > 0)
-            sluice__engine_release(r->limiter, r->key, v->leased);
+            sluice__engine_release(r->limiter, r->key, v->leased, SLUICE__CALL_IGNORED);
         g_clear_error(&failure);
         g_object_unref(task);
         return;

@@ -29,9 +29,10 @@ static const char *const sluice_keys[] = {
     "key_prefix",      "timeout",     "on_error",      "reload",
     "denial_cache",    "tls_ca_file", "tls_cert_file", "tls_key_file",
     "tls_server_name", NULL};
-static const char *const limit_keys[] = {
-    "algorithm", "limit",        "window", "burst",    "wait",         "mode", "per_key",
-    "bands",     "shadow_bands", "anchor", "prefetch", "prefetch_ttl", NULL};
+static const char *const limit_keys[] = {"algorithm",    "limit",      "window",   "burst",
+                                         "wait",         "mode",       "per_key",  "bands",
+                                         "shadow_bands", "anchor",     "prefetch", "prefetch_ttl",
+                                         "min_limit",    "controller", NULL};
 static const char *const algorithm_names[] = {
 #define ALGORITHM_NAME(code, name, tag, script) [code] = name,
     SLUICE__ALGORITHM_TABLE(ALGORITHM_NAME)
@@ -401,7 +402,8 @@ static void check_prefetch(reader *r, const sluice__rule *rule)
     g_autofree char *n = value_of(r, "prefetch");
     g_autofree char *ttl = value_of(r, "prefetch_ttl");
     if (n && rule->prefetch > 0 &&
-        (rule->algorithm == SLUICE__CONCURRENCY || rule->algorithm == SLUICE__SLIDING_LOG))
+        (rule->algorithm == SLUICE__CONCURRENCY || rule->algorithm == SLUICE__SLIDING_LOG ||
+         rule->algorithm == SLUICE__ADAPTIVE))
         report(r, "prefetch", n,
                g_strdup_printf("applies only to fixed_window, sliding_window, token_bucket and "
                                "gcra, not %s",
@@ -527,8 +529,8 @@ static void read_bands(reader *r, const char *key, sluice__rule *rule, guint *co
     g_autofree char *v = value_of(r, key);
     if (!v)
         return;
-    if (rule->algorithm == SLUICE__CONCURRENCY) {
-        report(r, key, v, g_strdup("applies to every algorithm but concurrency"));
+    if (rule->algorithm == SLUICE__CONCURRENCY || rule->algorithm == SLUICE__ADAPTIVE) {
+        report(r, key, v, g_strdup("applies to every algorithm but concurrency and adaptive"));
         return;
     }
     g_auto(GStrv) items = g_strsplit(v, ",", -1);
@@ -603,6 +605,54 @@ static void check_prefetch_bands(reader *r, const sluice__rule *rule)
     }
 }
 
+/* The keys of algorithm = adaptive: min_limit (1 .. limit, default 1) and controller
+ * (default gradient), which no other algorithm takes; and what adaptive refuses: a
+ * window (its windows follow the calls' latency), a limit past
+ * SLUICE__MAX_LOGGED_PERMITS calls in flight, per_key = true (one limit per process:
+ * the calls in flight to one downstream). */
+static void read_adaptive(reader *r, sluice__rule *rule)
+{
+    gboolean adaptive = rule->algorithm == SLUICE__ADAPTIVE;
+    static const char *const own[] = {"min_limit", "controller", NULL};
+    for (const char *const *key = own; !adaptive && *key; key++) {
+        g_autofree char *v = value_of(r, *key);
+        if (v)
+            report(r, *key, v,
+                   g_strdup_printf("applies only to adaptive, not %s",
+                                   sluice__algorithm_name(rule->algorithm)));
+    }
+    if (!adaptive)
+        return;
+    rule->min_limit = 1;
+    int controller = SLUICE__CONTROLLER_GRADIENT;
+    read_count(r, "min_limit", 1, SLUICE__MAX_PERMITS, &rule->min_limit);
+    read_choice(r, "controller", sluice__controller_names, &controller);
+    rule->controller = controller;
+    g_autofree char *window = value_of(r, "window");
+    if (window)
+        report(r, "window", window,
+               g_strdup("adaptive takes no window: its windows follow the latency of the calls; "
+                        "remove it"));
+    if (rule->limit > SLUICE__MAX_LOGGED_PERMITS) {
+        g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->limit);
+        report(r, "limit", v,
+               g_strdup_printf("too large for adaptive: at most %" G_GINT64_FORMAT
+                               " calls in flight",
+                               SLUICE__MAX_LOGGED_PERMITS));
+    } else if (rule->min_limit > rule->limit && rule->limit > 0) {
+        g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, rule->min_limit);
+        report(r, "min_limit", v,
+               g_strdup_printf("more than limit = %" G_GINT64_FORMAT
+                               ", the most the limit may grow to; expected at most that",
+                               rule->limit));
+    }
+    if (rule->per_key) /* written: adaptive's default is false */
+        problem(r, "per_key", "true",
+                "adaptive keeps one limit per process, for the calls in flight to one "
+                "downstream; expected per_key = false, or no per_key");
+    rule->per_key = FALSE;
+}
+
 static void read_limit_group(reader *r, const char *name, sluice__config *c)
 {
     sluice__rule *rule = g_new0(sluice__rule, 1);
@@ -627,18 +677,21 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     read_choice(r, "algorithm", algorithm_names, &algorithm);
     rule->algorithm = algorithm;
     rule->on_error = c->on_error;
-    rule->per_key = TRUE;
+    rule->per_key = algorithm != SLUICE__ADAPTIVE;
     rule->window_us = algorithm == SLUICE__CONCURRENCY ? DEFAULT_LEASE_US : 0;
 
     if (!has_key(r, "limit"))
         problem(r, "limit", NULL,
                 algorithm == SLUICE__CONCURRENCY
                     ? "missing; expected the most calls in flight, e.g. limit = 10"
+                : algorithm == SLUICE__ADAPTIVE
+                    ? "missing; expected the most calls in flight it may grow to, e.g. limit = 200"
                     : "missing; expected the permits per window, e.g. limit = 10");
     read_count(r, "limit", 1, SLUICE__MAX_PERMITS, &rule->limit);
-    if (!has_key(r, "window") && algorithm != SLUICE__CONCURRENCY)
+    if (!has_key(r, "window") && algorithm != SLUICE__CONCURRENCY && algorithm != SLUICE__ADAPTIVE)
         problem(r, "window", NULL, "missing; expected a duration, e.g. window = 10s");
-    read_duration(r, "window", 1000, &rule->window_us);
+    if (algorithm != SLUICE__ADAPTIVE)
+        read_duration(r, "window", 1000, &rule->window_us);
     rule->burst = rule->limit;
     read_count(r, "burst", 1, SLUICE__MAX_PERMITS, &rule->burst);
     read_duration(r, "wait", 0, &rule->wait_us);
@@ -652,6 +705,7 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     read_count(r, "prefetch", 0, SLUICE__MAX_PERMITS, &rule->prefetch);
     rule->prefetch_ttl_us = MAX(1000, rule->window_us / 10);
     read_duration(r, "prefetch_ttl", 1000, &rule->prefetch_ttl_us);
+    read_adaptive(r, rule);
     check_burst(r, rule->algorithm);
     check_anchor(r, rule->algorithm);
     check_prefetch(r, rule);
@@ -791,6 +845,12 @@ static void read_override_group(reader *r, const char *name, sluice__config *c)
             problem(r, NULL, NULL,
                     "no such limit; expected the [limit:NAME] group these overrides are "
                     "exceptions of");
+        return;
+    }
+    if (rule->algorithm == SLUICE__ADAPTIVE) {
+        problem(r, NULL, NULL,
+                "the limit is adaptive: one limit per process that ignores keys, so no key "
+                "can have an override; expected no [override:NAME]");
         return;
     }
     if (!rule->per_key) {

@@ -97,6 +97,7 @@ void sluice__stats_read(const sluice_stats *stats, sluice_stats *out)
     out->latency_ns_sum = load(&stats->latency_ns_sum);
     for (guint i = 0; i < SLUICE_STATS_BUCKETS; i++)
         out->latency[i] = load(&stats->latency[i]);
+    out->adaptive_limit = 0; /* a gauge, not counted here: sluice_stats_get reads it */
 }
 
 struct sluice__counters {

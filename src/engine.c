@@ -10,6 +10,7 @@
 
 #include <sluice/error.h>
 
+#include "adaptive/adaptive.h"
 #include "memory/memory.h"
 #include "clock.h"
 #include "denial_cache.h"
@@ -73,14 +74,15 @@ void sluice__engine_to_decision(const sluice__verdict *v, sluice_decision *out)
 }
 
 /* The backend failed: *v becomes the on_error verdict (decided by the memory
- * backend for on_error = local). */
+ * backend for on_error = local; adaptive, decided in process anyway, takes the
+ * verdict as allow would). */
 static SLUICE__OUT_OF_LINE void fall_back(sluice__limiter *limiter, const sluice__rule *rule,
                                           const char *key, gint64 permits, gint64 reserve_us,
                                           sluice__verdict *v)
 {
     *v = (sluice__verdict){
         sluice__engine_policy_allows(rule), sluice__rule_capacity(rule), 0, -1, 0, 0, 0, FALSE, 0};
-    if (rule->on_error == SLUICE__ON_ERROR_LOCAL) {
+    if (rule->on_error == SLUICE__ON_ERROR_LOCAL && rule->algorithm != SLUICE__ADAPTIVE) {
         sluice__backend *l = g_atomic_pointer_get(&local);
         l->funcs->decide(l, limiter, rule, key, permits, reserve_us, v, NULL);
     }
@@ -172,16 +174,30 @@ static SLUICE__OUT_OF_LINE gboolean ask_remote(sluice__backend *b, sluice__limit
     return ask_backend(b, limiter, rule, key, permits, reserve_us, keep, sent, v, failure);
 }
 
-/* Decides in process (the memory backend) or asks the remote backend
- * (ask_remote); on failure applies on_error. Returns FALSE with *error when the
- * backend failed (then *v holds the policy's verdict). */
+/* Decides an adaptive rule in process, whatever the backend: FALSE and *failure
+ * only when a failure is injected. */
+static SLUICE__OUT_OF_LINE gboolean ask_adaptive(sluice__limiter *limiter, const sluice__rule *rule,
+                                                 gint64 permits, sluice__verdict *v,
+                                                 GError **failure)
+{
+    if (sluice__injected_failure(failure))
+        return FALSE;
+    sluice__adaptive_decide(limiter, rule, permits, v);
+    return TRUE;
+}
+
+/* Decides in process (the memory backend, or an adaptive rule) or asks the remote
+ * backend (ask_remote); on failure applies on_error. Returns FALSE with *error
+ * when the backend failed (then *v holds the policy's verdict). */
 static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
                     gint64 permits, gint64 reserve_us, sluice__verdict *v, verdict_source *from,
                     gint64 *start, GError **error)
 {
     sluice__backend *b = g_atomic_pointer_get(&backend);
     GError *failure = NULL;
-    if (remote(b)
+    if (G_UNLIKELY(rule->algorithm == SLUICE__ADAPTIVE)
+            ? ask_adaptive(limiter, rule, permits, v, &failure)
+        : remote(b)
             ? ask_remote(b, limiter, rule, key, permits, reserve_us, v, from, start, &failure)
             : G_LIKELY(!sluice__injected_failure(&failure)) &&
                   sluice__memory_decide(b, limiter, rule, key, permits, reserve_us, v, &failure))
@@ -261,6 +277,14 @@ void sluice__engine_ask_async(sluice__limiter *limiter, const sluice__rule *rule
                               sluice__decided_func done, gpointer data)
 {
     sluice__backend *b = g_atomic_pointer_get(&backend);
+    if (rule->algorithm == SLUICE__ADAPTIVE) { /* in process: at once */
+        sluice__verdict v;
+        GError *failure = NULL;
+        if (!ask_adaptive(limiter, rule, permits, &v, &failure))
+            fall_back(limiter, rule, key, permits, reserve_us, &v);
+        done(&v, failure, data);
+        return;
+    }
     gboolean keep = cacheable(b, rule, reserve_us);
     gint64 want = prefetching(b, rule, permits, reserve_us);
     gint64 sent = keep || want ? sluice__clock_now() : 0;
@@ -321,7 +345,9 @@ sluice__next sluice__engine_next(const sluice__rule *rule, const sluice__verdict
     gint64 t = now();
     if (t >= deadline)
         return SLUICE__NEXT_FINISH;
-    gboolean concurrency = rule->algorithm == SLUICE__CONCURRENCY;
+    /* a release ends the wait of calls in flight (concurrency, adaptive) */
+    gboolean concurrency =
+        rule->algorithm == SLUICE__CONCURRENCY || rule->algorithm == SLUICE__ADAPTIVE;
     *until = t + v->retry_after_us;
     if (*until > deadline) {
         /* not due in time; only a release (concurrency) can free permits sooner */
@@ -353,7 +379,10 @@ static SLUICE__OUT_OF_LINE sluice__outcome decide(sluice__limiter *limiter,
     gint64 deadline = wait_us > 0 ? sluice__clock_now() + wait_us : 0;
     for (;;) {
         guint64 seen =
-            rule->algorithm == SLUICE__CONCURRENCY && wait_us > 0 ? sluice__engine_releases() : 0;
+            (rule->algorithm == SLUICE__CONCURRENCY || rule->algorithm == SLUICE__ADAPTIVE) &&
+                    wait_us > 0
+                ? sluice__engine_releases()
+                : 0;
         gint64 reserve_us = sluice__engine_reserve_us(rule, wait_us, deadline, sluice__clock_now);
         if (!ask(limiter, rule, key, permits, reserve_us, &v, from, start, error)) {
             sluice__engine_to_decision(&v, out);
@@ -369,7 +398,7 @@ static SLUICE__OUT_OF_LINE sluice__outcome decide(sluice__limiter *limiter,
         if (next == SLUICE__NEXT_RESERVED)
             break;
     }
-    *taken = v.leased;
+    *taken = rule->algorithm == SLUICE__ADAPTIVE ? -v.leased : v.leased;
     return sluice__engine_settle(limiter, rule, &v, out);
 }
 
@@ -429,7 +458,7 @@ static int decide_in_process(sluice__limiter *limiter, const sluice__rule *rule,
     verdict_source from = FROM_BACKEND;
     sluice__outcome outcome = SLUICE__OUTCOME_ERROR;
     if (ask(limiter, rule, key, permits, 0, &v, &from, &start, error)) {
-        *taken = v.leased;
+        *taken = G_UNLIKELY(rule->algorithm == SLUICE__ADAPTIVE) ? -v.leased : v.leased;
         outcome = sluice__engine_settle(limiter, rule, &v, out);
     } else {
         sluice__engine_to_decision(&v, out);
@@ -471,7 +500,8 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
         wait_us = rule->wait_us;
     if (rule->shadow)
         wait_us = 0;
-    if (wait_us <= 0 && !remote(g_atomic_pointer_get(&backend)))
+    if (wait_us <= 0 &&
+        (!remote(g_atomic_pointer_get(&backend)) || rule->algorithm == SLUICE__ADAPTIVE))
         return decide_in_process(limiter, rule, key, permits, out, taken, site, error);
 
     /* answered in process (memory, the denial cache) a decision costs about two
@@ -485,10 +515,29 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
     return sluice__engine_count(limiter, site, outcome, waited, start);
 }
 
-void sluice__engine_release(sluice__limiter *limiter, const char *key, gint64 permits)
+/* Wakes callers waiting for calls in flight to end (concurrency, adaptive). */
+static void released(void)
+{
+    g_mutex_lock(&wake_lock);
+    releases++;
+    g_cond_broadcast(&wake);
+    sluice__engine_release_func hook = release_hook;
+    g_mutex_unlock(&wake_lock);
+    if (hook)
+        hook();
+}
+
+void sluice__engine_release(sluice__limiter *limiter, const char *key, gint64 permits,
+                            sluice__call_end end)
 {
     const sluice__rule *rule = sluice__limiter_rule(limiter);
-    if (!rule || rule->algorithm != SLUICE__CONCURRENCY || permits <= 0)
+    if (!rule || permits <= 0)
+        return;
+    if (rule->algorithm == SLUICE__ADAPTIVE) {
+        sluice__engine_end_calls(limiter, permits, end);
+        return;
+    }
+    if (rule->algorithm != SLUICE__CONCURRENCY)
         return;
     if (!rule->per_key)
         key = NULL;
@@ -498,13 +547,13 @@ void sluice__engine_release(sluice__limiter *limiter, const char *key, gint64 pe
     permits = MIN(permits, rule->limit); /* no more leases than that; keeps Lua's %d exact */
     sluice__backend *b = g_atomic_pointer_get(&backend);
     b->funcs->release(b, limiter, rule, key, permits);
-    g_mutex_lock(&wake_lock);
-    releases++;
-    g_cond_broadcast(&wake);
-    sluice__engine_release_func hook = release_hook;
-    g_mutex_unlock(&wake_lock);
-    if (hook)
-        hook();
+    released();
+}
+
+void sluice__engine_end_calls(sluice__limiter *limiter, gint64 calls, sluice__call_end end)
+{
+    sluice__adaptive_end_calls(limiter, calls, end);
+    released();
 }
 
 void sluice__engine_fork_lock(void)
@@ -536,6 +585,11 @@ gboolean sluice__engine_reset(sluice__limiter *limiter, const char *key, GError 
     if (!limiter)
         return TRUE;
     const sluice__rule *rule = sluice__limiter_rule(limiter);
+    if (rule && rule->algorithm == SLUICE__ADAPTIVE) { /* its state is in process only */
+        sluice__adaptive_forget(limiter);
+        released();
+        return TRUE;
+    }
     if (rule && !rule->per_key)
         key = NULL;
     if (l && l != b)

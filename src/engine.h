@@ -6,6 +6,7 @@
 #include <glib.h>
 #include <sluice/acquire.h>
 
+#include "adaptive/in_flight.h"
 #include "backend.h"
 #include "limiter.h"
 #include "counters.h"
@@ -21,15 +22,22 @@ void sluice__engine_breakers(sluice__breaker_func func, gpointer data);
 /* One decision for limiter under its current rule. wait_us < 0: the rule's wait.
  * Returns SLUICE_ALLOWED, SLUICE_DENIED or SLUICE_FAILED (backend failure: *error
  * set, out->allowed is the policy's verdict). *taken is set to the permits that
- * must be given back with sluice__engine_release (concurrency), else 0. The
+ * must be given back with sluice__engine_release (concurrency), to minus the calls
+ * that must be ended with sluice__engine_end_calls (adaptive), else 0. The
  * decision is counted in the limiter's stats and in `site` (a decorated
  * function's; may be NULL). */
 int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 permits,
                            gint64 wait_us, sluice_decision *out, gint64 *taken, sluice_stats *site,
                            GError **error);
 
-/* Gives back concurrency permits and wakes callers waiting for them. */
-void sluice__engine_release(sluice__limiter *limiter, const char *key, gint64 permits);
+/* Gives back concurrency permits, or ends adaptive calls as `end` says, as the
+ * current rule has them, and wakes callers waiting for them. */
+void sluice__engine_release(sluice__limiter *limiter, const char *key, gint64 permits,
+                            sluice__call_end end);
+
+/* Ends `calls` calls of limiter that an adaptive rule admitted (whatever its rule
+ * is now) as `end` says, and wakes callers waiting for them. */
+void sluice__engine_end_calls(sluice__limiter *limiter, gint64 calls, sluice__call_end end);
 
 /* Forgets the state of key under limiter (the key is ignored when the rule says
  * per_key = false) in the backend, and in the memory backend too when on_error =

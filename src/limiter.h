@@ -12,6 +12,7 @@
 typedef struct sluice__memory_store sluice__memory_store;
 typedef struct sluice__denial_cache sluice__denial_cache;
 typedef struct sluice__prefetch sluice__prefetch;
+typedef struct sluice__adaptive sluice__adaptive;
 
 /* One per limit name that the keyfile or a descriptor has named since
  * sluice_init; it lives until sluice_shutdown, so a pointer to it never dangles.
@@ -24,6 +25,8 @@ typedef struct {
                                     * at the first, loaded atomically              */
     sluice__prefetch *prefetched;  /* permits in hand (rule prefetch), likewise     */
     sluice__counters *counters;    /* every decision on this name since sluice_init  */
+    sluice__adaptive *adaptive;    /* algorithm = adaptive: the calls in flight and
+                                    * their limit; made at the first, loaded atomically */
 } sluice__limiter;
 
 /* The part of a limiter at *where (denials, prefetched), made zeroed (size bytes)

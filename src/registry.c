@@ -16,6 +16,7 @@
 
 #include <sluice/macros.h>
 
+#include "adaptive/in_flight.h"
 #include "limit_name.h"
 #include "memory/memory.h"
 #include "denial_cache.h"
@@ -51,6 +52,7 @@ static void limiter_free(gpointer p)
     sluice__counters_free(limiter->counters);
     sluice__denial_cache_free(limiter->denials);
     sluice__prefetch_free(limiter->prefetched);
+    sluice__adaptive_free(limiter->adaptive);
     g_free(limiter->name);
     g_free(limiter);
 }

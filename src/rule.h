@@ -7,6 +7,7 @@
 
 #include <glib.h>
 
+#include "adaptive/controller.h"
 #include "algorithm_table.h"
 
 /* One code per row of SLUICE__ALGORITHM_TABLE. */
@@ -50,15 +51,19 @@ typedef struct {
     sluice__on_error on_error;
     gboolean shadow;        /* mode = shadow                                       */
     gboolean per_key;       /* the key splits the limit                            */
-    gint64 limit;           /* permits per window; concurrency: calls in flight     */
+    gint64 limit;           /* permits per window; concurrency: calls in flight;
+                             * adaptive: the most calls in flight it may grow to    */
     gint64 burst;           /* token_bucket, gcra: capacity                         */
     gint64 window_us;       /* window; concurrency: lease lifetime                  */
     gint64 wait_us;         /* how long a decorated call may wait                   */
     gboolean epoch;         /* fixed_window: anchor = epoch (windows on the UTC clock) */
     gint64 prefetch;        /* permits taken per round trip and handed out in process */
     gint64 prefetch_ttl_us; /* how long prefetched permits may be used           */
-    guint n_bands;          /* `bands`: bands[0 .. n_bands) must admit too           */
-    guint n_shadow;         /* `shadow_bands`: the next n_shadow, decided, never refuse */
+    gint64 min_limit;       /* adaptive: the least calls in flight it may fall to   */
+    /* adaptive: what sets the limit from the calls' latency */
+    sluice__controller controller;
+    guint n_bands;  /* `bands`: bands[0 .. n_bands) must admit too           */
+    guint n_shadow; /* `shadow_bands`: the next n_shadow, decided, never refuse */
     sluice__band bands[SLUICE__MAX_BANDS];
     sluice__kind kind;                  /* an override's `blocked`, `unlimited`      */
     const sluice__overrides *overrides; /* a limit's own rule: its [override:NAME], or

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "adaptive/adaptive.h"
 #include "arguments.h"
 #include "engine.h"
 #include "registry.h"
@@ -27,6 +28,9 @@ gboolean sluice_stats_get(const char *name, sluice_stats *out, GError **error)
     sluice__limiter *limiter = sluice__registry_find(name);
     if (limiter) {
         sluice__counters_read(limiter->counters, out);
+        const sluice__rule *rule = sluice__limiter_rule(limiter);
+        if (rule && rule->algorithm == SLUICE__ADAPTIVE)
+            out->adaptive_limit = sluice__adaptive_current(limiter, rule);
         return TRUE;
     }
     if (!sluice__registry_active()) {
@@ -224,6 +228,22 @@ static void add_bands(sluice__limiter *limiter, gpointer banded)
     g_ptr_array_add(banded, s);
 }
 
+/* The sluice_adaptive_limit gauge of a limiter whose rule is adaptive, as one series
+ * (labels: the row; stats unused). */
+static void add_adaptive(sluice__limiter *limiter, gpointer adaptive)
+{
+    const sluice__rule *rule = sluice__limiter_rule(limiter);
+    if (!rule || rule->algorithm != SLUICE__ADAPTIVE)
+        return;
+    GString *row = g_string_new("sluice_adaptive_limit{name=\"");
+    append_label(row, limiter->name);
+    g_string_append_printf(row, "\"} %" G_GINT64_FORMAT "\n",
+                           sluice__adaptive_current(limiter, rule));
+    series *s = g_new0(series, 1);
+    s->labels = g_string_free(row, FALSE);
+    g_ptr_array_add(adaptive, s);
+}
+
 static void add_breaker(const char *what, gboolean open, gpointer out)
 {
     g_string_append(out, "sluice_breaker_open{node=\"");
@@ -236,9 +256,12 @@ char *sluice_stats_prometheus(void)
     g_autoptr(GPtrArray) limits = g_ptr_array_new_with_free_func(series_free);
     g_autoptr(GPtrArray) functions = g_ptr_array_new_with_free_func(series_free);
     g_autoptr(GPtrArray) banded = g_ptr_array_new_with_free_func(series_free);
+    g_autoptr(GPtrArray) adaptive = g_ptr_array_new_with_free_func(series_free);
     sluice__registry_foreach_limiter(add_limiter, limits);
     sluice__registry_foreach_limiter(add_bands, banded);
     g_ptr_array_sort(banded, by_labels);
+    sluice__registry_foreach_limiter(add_adaptive, adaptive);
+    g_ptr_array_sort(adaptive, by_labels);
     sluice_descriptors_foreach(add_descriptor, functions);
     g_ptr_array_sort(limits, by_labels);
     g_ptr_array_sort(functions, by_labels);
@@ -275,6 +298,11 @@ char *sluice_stats_prometheus(void)
            "also counted in sluice_decisions_total).");
     for (guint i = 0; i < banded->len; i++)
         g_string_append(out, ((series *)g_ptr_array_index(banded, i))->labels);
+    header(out, "sluice_adaptive_limit", "gauge",
+           "The current limit of each adaptive rule in this process: the most calls in "
+           "flight its latency lets through.");
+    for (guint i = 0; i < adaptive->len; i++)
+        g_string_append(out, ((series *)g_ptr_array_index(adaptive, i))->labels);
     header(out, "sluice_breaker_open", "gauge",
            "1 while the circuit breaker of a Redis server is open (its calls refused, "
            "on_error deciding), else 0.");

@@ -211,7 +211,7 @@ START_TEST(config_check_lists_every_problem_without_loading)
         g_strdup_printf("%s: [limit:a] limit = 0: must be at least 1\n"
                         "%s: [limit:a] window = 10: missing unit, e.g. 10s\n"
                         "%s: [limit:b] algorithm = bogus: expected fixed_window, sliding_log, "
-                        "sliding_window, token_bucket, gcra or concurrency",
+                        "sliding_window, token_bucket, gcra, concurrency or adaptive",
                         bad, bad, bad);
     ck_assert_str_eq(error->message, expected);
     g_clear_error(&error);

@@ -321,7 +321,7 @@ START_TEST(bands_are_refused_with_what_would_be_right)
         const char *ini, *message;
     } bad[] = {
         {"[limit:a]\nalgorithm = concurrency\nlimit = 5\nbands = 3/1s\n",
-         "[limit:a] bands = 3/1s: applies to every algorithm but concurrency"},
+         "[limit:a] bands = 3/1s: applies to every algorithm but concurrency and adaptive"},
         {"[limit:a]\nalgorithm = fixed_window\nlimit = 5\nwindow = 1s\nbands = 3/1s/2\n",
          "[limit:a] bands = 3/1s/2: \"3/1s/2\": expected LIMIT/WINDOW, e.g. 1000/1h"},
         {"[limit:a]\nalgorithm = gcra\nlimit = 5\nwindow = 1s\nbands = 30/1x\n",

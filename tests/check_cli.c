@@ -197,7 +197,8 @@ START_TEST(lint_lists_every_problem_of_a_bad_keyfile_and_exits_1)
         "%s: [limit:login] limit = 0: must be at least 1\n"
         "%s: [limit:login] window = 10: missing unit, e.g. 10s\n"
         "%s: [limit:login] widnow: unknown key; expected one of algorithm, limit, window, "
-        "burst, wait, mode, per_key, bands, shadow_bands, anchor, prefetch, prefetch_ttl\n"
+        "burst, wait, mode, per_key, bands, shadow_bands, anchor, prefetch, prefetch_ttl, "
+        "min_limit, controller\n"
         "%s: [limits:typo]: unknown group; expected [sluice], [limit:NAME] or [override:NAME]\n",
         path, path, path, path, path);
     ck_run(r, 1, expected, "");
@@ -419,6 +420,26 @@ START_TEST(status_shows_the_bands_and_shadow_bands_of_a_rule)
     ck_run(f, 0,
            "f - algorithm=fixed_window limit=3 remaining=3 retry_after_ms=-1 reset_after_ms=0 "
            "shadow_bands=1/1m\n",
+           "");
+}
+END_TEST
+
+/* An adaptive rule shows its controller and bounds; its limit is this process's:
+ * a fresh one, at its floor. */
+START_TEST(status_shows_an_adaptive_rule_at_its_floor)
+{
+    g_autofree char *path =
+        keyfile("[limit:db]\nalgorithm = adaptive\nlimit = 200\nmin_limit = 3\n");
+    g_autoptr(result) text = sluice("status", "-c", path, NULL);
+    ck_run(text, 0,
+           "db - algorithm=adaptive limit=3 remaining=3 retry_after_ms=-1 reset_after_ms=0 "
+           "controller=gradient min_limit=3 max_limit=200\n",
+           "");
+    g_autoptr(result) json = sluice("status", "-c", path, "--json", NULL);
+    ck_run(json, 0,
+           "{\"name\":\"db\",\"key\":null,\"algorithm\":\"adaptive\",\"limit\":3,"
+           "\"remaining\":3,\"retry_after_ms\":-1,\"reset_after_ms\":0,"
+           "\"controller\":\"gradient\",\"min_limit\":3,\"max_limit\":200}\n",
            "");
 }
 END_TEST
@@ -786,6 +807,7 @@ int main(void)
     tcase_add_test(tc, status_shows_every_rule_in_keyfile_order);
     tcase_add_test(tc, status_shows_the_bands_and_shadow_bands_of_a_rule);
     tcase_add_test(tc, status_says_which_rule_decides_a_key);
+    tcase_add_test(tc, status_shows_an_adaptive_rule_at_its_floor);
     tcase_add_loop_test(tc, status_consumes_nothing_for_every_algorithm, 0,
                         G_N_ELEMENTS(algorithms));
     tcase_add_test(tc, reset_then_acquire_shows_a_full_limit);

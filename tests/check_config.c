@@ -28,13 +28,13 @@ typedef struct {
 
 #define LIMIT_KEYS                                                                                 \
     "algorithm, limit, window, burst, wait, mode, per_key, bands, shadow_bands, anchor, "          \
-    "prefetch, "                                                                                   \
-    "prefetch_ttl"
+    "prefetch, prefetch_ttl, min_limit, controller"
 #define SLUICE_KEYS                                                                                \
     "backend, redis, password_file, sentinel_password_file, key_prefix, timeout, on_error, "       \
     "reload, "                                                                                     \
     "denial_cache, tls_ca_file, tls_cert_file, tls_key_file, tls_server_name"
-#define ALGORITHMS "fixed_window, sliding_log, sliding_window, token_bucket, gcra or concurrency"
+#define ALGORITHMS                                                                                 \
+    "fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency or adaptive"
 #define REDIS_URLS "expected redis://[user:password@]host[:port][/db] or unix:///path.sock"
 #define SCHEMES                                                                                    \
     "expected redis://, rediss://, unix://, redis+cluster://, rediss+cluster://, "                 \
@@ -74,6 +74,15 @@ static const keyfile_case cases[] = {
              3),
     ACCEPTED("concurrency_needs_no_window", "[limit:c]\nalgorithm = concurrency\nlimit = 4\n", "c",
              4),
+    /* adaptive: no window; the limit starts at min_limit (default 1) */
+    ACCEPTED("adaptive_needs_no_window", "[limit:a]\nalgorithm = adaptive\nlimit = 200\n", "a", 1),
+    ACCEPTED("adaptive_starts_at_its_min_limit",
+             "[limit:a]\nalgorithm = adaptive\nlimit = 200\nmin_limit = 5\ncontroller = vegas\n"
+             "per_key = false\nwait = 10ms\nmode = shadow\n",
+             "a", 5),
+    ACCEPTED("adaptive_min_limit_may_be_its_limit",
+             "[limit:a]\nalgorithm = adaptive\nlimit = 7\nmin_limit = 7\ncontroller = aimd\n", "a",
+             7),
     ACCEPTED("wait_of_zero_needs_no_unit", "[limit:a]\nlimit = 2\nwindow = 1s\nwait = 0\n", "a", 2),
     ACCEPTED("largest_limit_2_pow_50_is_accepted_with_fixed_window",
              "[limit:big]\nalgorithm = fixed_window\nlimit = 1125899906842624\nwindow = 1s\n",
@@ -117,6 +126,44 @@ static const keyfile_case cases[] = {
             "[limit:]: the limit has no name; expected [limit:NAME]"),
     REFUSED("missing_limit_is_refused", "[limit:a]\nwindow = 10s\n",
             "[limit:a] limit: missing; expected the permits per window, e.g. limit = 10"),
+    REFUSED("missing_adaptive_limit_names_the_most_calls_in_flight",
+            "[limit:a]\nalgorithm = adaptive\n",
+            "[limit:a] limit: missing; expected the most calls in flight it may grow to, e.g. "
+            "limit = 200"),
+    REFUSED("adaptive_takes_no_window", "[limit:a]\nalgorithm = adaptive\nlimit = 9\nwindow = 1s\n",
+            "[limit:a] window = 1s: adaptive takes no window: its windows follow the latency of "
+            "the calls; remove it"),
+    REFUSED("adaptive_min_limit_above_its_limit",
+            "[limit:a]\nalgorithm = adaptive\nlimit = 5\nmin_limit = 6\n",
+            "[limit:a] min_limit = 6: more than limit = 5, the most the limit may grow to; "
+            "expected at most that"),
+    REFUSED("adaptive_min_limit_of_zero_is_refused",
+            "[limit:a]\nalgorithm = adaptive\nlimit = 5\nmin_limit = 0\n",
+            "[limit:a] min_limit = 0: must be at least 1"),
+    REFUSED("adaptive_controller_that_does_not_exist_lists_the_controllers",
+            "[limit:a]\nalgorithm = adaptive\nlimit = 5\ncontroller = bbr\n",
+            "[limit:a] controller = bbr: expected gradient, vegas or aimd"),
+    REFUSED("adaptive_limit_past_100000_calls_in_flight_is_refused",
+            "[limit:a]\nalgorithm = adaptive\nlimit = 100001\n",
+            "[limit:a] limit = 100001: too large for adaptive: at most 100000 calls in flight"),
+    REFUSED("adaptive_per_key_true_is_refused",
+            "[limit:a]\nalgorithm = adaptive\nlimit = 5\nper_key = true\n",
+            "[limit:a] per_key = true: adaptive keeps one limit per process, for the calls in "
+            "flight to one downstream; expected per_key = false, or no per_key"),
+    REFUSED("min_limit_and_controller_apply_only_to_adaptive",
+            "[limit:f]\nalgorithm = fixed_window\nlimit = 5\nwindow = 1s\nmin_limit = 2\n"
+            "controller = aimd\n",
+            "[limit:f] min_limit = 2: applies only to adaptive, not fixed_window\n"
+            "[limit:f] controller = aimd: applies only to adaptive, not fixed_window"),
+    REFUSED("burst_bands_and_prefetch_on_adaptive_are_refused",
+            "[limit:a]\nalgorithm = adaptive\nlimit = 5\nburst = 2\nbands = 10/1s\nprefetch = 2\n",
+            "[limit:a] burst = 2: applies only to token_bucket and gcra, not adaptive\n"
+            "[limit:a] prefetch = 2: applies only to fixed_window, sliding_window, token_bucket "
+            "and gcra, not adaptive"),
+    REFUSED("an_adaptive_limit_has_no_overrides",
+            "[limit:a]\nalgorithm = adaptive\nlimit = 5\n[override:a]\nvip = 10/1s\n",
+            "[override:a]: the limit is adaptive: one limit per process that ignores keys, so no "
+            "key can have an override; expected no [override:NAME]"),
     REFUSED("missing_concurrency_limit_names_calls_in_flight",
             "[limit:c]\nalgorithm = concurrency\n",
             "[limit:c] limit: missing; expected the most calls in flight, e.g. limit = 10"),

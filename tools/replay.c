@@ -150,7 +150,8 @@ static gboolean decide(replay *r, call *c, GError **error)
     c->shadow_denied = l->watched && after.shadow_denied > before.shadow_denied;
     if (!c->d.allowed && l->retries && c->d.retry_after_ms >= 0 && now_ms < c->deadline_ms) {
         c->due_ms = now_ms + MAX(1, c->d.retry_after_ms);
-        if (c->due_ms > c->deadline_ms && strcmp(l->rule.algorithm, "concurrency") == 0)
+        if (c->due_ms > c->deadline_ms && (strcmp(l->rule.algorithm, "concurrency") == 0 ||
+                                           strcmp(l->rule.algorithm, "adaptive") == 0))
             c->due_ms = c->deadline_ms; /* as the library: a release could come sooner */
         if (c->due_ms <= c->deadline_ms) {
             g_sequence_insert_sorted(r->waiting, c, by_due, NULL);

@@ -300,11 +300,17 @@ typedef struct {
     double y;        /* the next panel's top */
 } canvas;
 
+/* A rule of calls in flight, not of a rate: concurrency, adaptive. */
+static gboolean in_flight(const series *x)
+{
+    return strcmp(x->rule.algorithm, "concurrency") == 0 ||
+           strcmp(x->rule.algorithm, "adaptive") == 0;
+}
+
 /* Whether a line can say what the rule allows: a rate, and one key or per_key = false. */
 static gboolean lines_apply(const series *x)
 {
-    return x->has_rule && strcmp(x->rule.algorithm, "concurrency") != 0 &&
-           !(x->rule.per_key && x->keys > 1);
+    return x->has_rule && !in_flight(x) && !(x->rule.per_key && x->keys > 1);
 }
 
 /* The permits per bucket that band b allows when its line applies, else -1. */
@@ -340,11 +346,10 @@ static void append_rule(GString *out, const canvas *c, const series *x, double y
         g_string_append(out, "no rule: not limited");
         return;
     }
-    if (strcmp(x->rule.algorithm, "concurrency") == 0) {
-        g_string_append_printf(out,
-                               "concurrency: %" G_GINT64_FORMAT " calls in flight (no rate, "
-                               "not drawn)",
-                               x->rule.limit);
+    if (in_flight(x)) {
+        g_string_append_printf(
+            out, "%s: %s%" G_GINT64_FORMAT " calls in flight (no rate, not drawn)",
+            x->rule.algorithm, x->rule.controller ? "up to " : "", x->rule.limit);
     } else {
         g_string_append_printf(out, "%s:", x->rule.algorithm);
         for (guint b = 0; b < x->n_bands; b++) {

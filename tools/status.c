@@ -86,12 +86,23 @@ static int show(const char *name, const char *key, gboolean json)
         cli_append_json_decision(out, &d, FALSE);
         append_source(out, name, key, TRUE);
         append_bands(out, name, TRUE);
+        if (rule.controller) {
+            g_string_append(out, ",\"controller\":");
+            cli_append_json_string(out, rule.controller);
+            g_string_append_printf(
+                out, ",\"min_limit\":%" G_GINT64_FORMAT ",\"max_limit\":%" G_GINT64_FORMAT,
+                rule.min_limit, rule.limit);
+        }
         g_string_append_c(out, '}');
     } else {
         g_string_append_printf(out, "%s %s algorithm=%s ", name, key ? key : "-", rule.algorithm);
         cli_append_decision(out, &d, FALSE);
         append_source(out, name, key, FALSE);
         append_bands(out, name, FALSE);
+        if (rule.controller)
+            g_string_append_printf(
+                out, " controller=%s min_limit=%" G_GINT64_FORMAT " max_limit=%" G_GINT64_FORMAT,
+                rule.controller, rule.min_limit, rule.limit);
     }
     puts(out->str);
     return -1;
@@ -113,8 +124,12 @@ static const cli_spec spec = {
     "as the keyfile has them; limit and remaining are the band with the fewest\n"
     "remaining. For a limit with overrides ([override:NAME]) and a key, rule=own,\n"
     "override, blocked or unlimited says which rule decides that key's calls.\n"
+    "An adaptive rule adds controller=C min_limit=N max_limit=M; its limit= is\n"
+    "the current limit of the process that reads it.\n"
     "It is read with a peek (permits = 0), which consumes nothing. With backend =\n"
-    "memory every process keeps its own limits, so this shows a fresh state.\n\n"
+    "memory every process keeps its own limits, and an adaptive rule's limit is\n"
+    "always its own process's, so this shows a fresh state (a running process\n"
+    "shows its adaptive limits in sluice_stats_get and sluice_adaptive_limit).\n\n"
     "Exit status: 0 done, 2 bad arguments or keyfile, 3 the backend failed.",
 };
 

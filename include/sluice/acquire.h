@@ -47,9 +47,35 @@ SLUICE_API int sluice_acquire(const char *name, const char *key, gint64 permits,
 SLUICE_API int sluice_acquire_wait(const char *name, const char *key, gint64 permits,
                                    gint64 timeout_ms, sluice_decision *out, GError **error);
 
-/** Gives back permits of a concurrency limit (other algorithms ignore it; so does
- * a name with no rule). The macros do this when the decorated body returns. */
+/** Gives back permits of a concurrency limit, or ends calls of an adaptive limit as
+ * sluice_release_outcome with SLUICE_OUTCOME_OK does (other algorithms ignore it;
+ * so does a name with no rule). The macros do this when the decorated body
+ * returns. */
 SLUICE_API void sluice_release(const char *name, const char *key, gint64 permits);
+
+/** How a call that an adaptive limit (algorithm = adaptive) admitted ended. */
+typedef enum {
+    /** It returned: the time since its admission is a latency sample of the
+     * downstream it called, and sets the limit with the others. */
+    SLUICE_OUTCOME_OK = 0,
+    /** It failed as an overloaded downstream fails (a timeout, a refusal, a reset
+     * connection): not a latency sample, and the limit falls. */
+    SLUICE_OUTCOME_DROPPED = 1,
+    /** It says nothing of the downstream (the caller gave up, the request was
+     * bad): its permits are only given back. */
+    SLUICE_OUTCOME_IGNORE = 2,
+} sluice_outcome;
+
+/** sluice_release for an adaptive limit: gives back `permits` calls in flight
+ * and says how they ended. The latency of an ok call runs from the sluice_acquire
+ * (or sluice_acquire_wait, or the completion of sluice_acquire_async) of `name`
+ * that the calling thread made last and has not released, to now, on the clock
+ * of decisions; a call admitted on another thread is given back without a
+ * sample. Permits given back for more calls than are in flight give back those
+ * there are. For any other algorithm the outcome is ignored and this is
+ * sluice_release. */
+SLUICE_API void sluice_release_outcome(const char *name, const char *key, gint64 permits,
+                                       sluice_outcome outcome);
 
 /** The decision of the last decorated call on this thread, as sluice_acquire would
  * have given it. In a degrade function or a guard's fallback it is the denial that

@@ -18,12 +18,16 @@ SLUICE_API gboolean sluice_config_check(const char *path, GError **error);
 /** A rule of the running keyfile, as sluice_rule_get reports it. */
 typedef struct {
     const char *algorithm; /**< "fixed_window", "sliding_log", ... (static storage) */
-    gint64 limit;          /**< permits per window; concurrency: calls in flight     */
+    gint64 limit;          /**< permits per window; concurrency: calls in flight;
+                            * adaptive: the most it may grow to                    */
     gint64 burst;          /**< token_bucket and gcra: capacity; the others: limit   */
     gint64 window_ms;      /**< concurrency: how long a lease lives                  */
     gint64 wait_ms;        /**< how long a caller may wait for permits               */
     gboolean shadow;       /**< mode = shadow                                        */
     gboolean per_key;      /**< the key splits the limit                             */
+    gint64 min_limit;      /**< adaptive: the least the limit falls to; others: 0    */
+    /** adaptive: "gradient", "vegas" or "aimd" (static storage); others: NULL */
+    const char *controller;
 } sluice_rule_info;
 
 /** Fills *out with the rule of name in the running keyfile. FALSE with *error (and

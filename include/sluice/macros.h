@@ -60,7 +60,11 @@ G_BEGIN_DECLS
  *    the macro and define it after, where the body's name is known).
  *
  * Concurrency permits taken by either form are given back when the function
- * returns (GCC/Clang cleanup attribute). Errors of the body are the body's own.
+ * returns (GCC/Clang cleanup attribute). Under an adaptive limit (algorithm =
+ * adaptive) the call ends there too, and the time from its admission to its
+ * return is a latency sample of the limit; a call the limit refused is none, and
+ * one an error callback answered counts as a dropped call. Errors of the body are
+ * the body's own.
  *
  * `name` is best a string literal (or a macro that expands to one): `sluice lint
  * --program` reads it from the built file and checks it has a rule. Any other
@@ -99,6 +103,8 @@ G_BEGIN_DECLS
 
 /* ---- what the macros call: not for direct use ---------------------------------- */
 
+/** What a decorated call holds until it returns: concurrency permits (priv_permits
+ * > 0) or calls of an adaptive limit (< 0). */
 typedef struct {
     gpointer priv_limiter;
     const char *priv_key;
@@ -111,7 +117,7 @@ enum { SLUICE__DEGRADE = 0, SLUICE__RUN = 1, SLUICE__FAILED = -1 };
  * turns a failure into RUN or DEGRADE; otherwise FAILED sets *error and *verdict. */
 SLUICE_API int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *lease,
                              sluice_decision *verdict, GError **error);
-/** Gives back what the lease holds (concurrency permits). */
+/** Gives back what the lease holds (concurrency permits, adaptive calls). */
 SLUICE_API void sluice__leave(sluice_lease *lease);
 /** The cleanup of SLUICE__LEASE: sluice__leave when the lease holds permits (a
  * concurrency limit), so that other calls make no call on their way out. */

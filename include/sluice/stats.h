@@ -14,12 +14,12 @@ G_BEGIN_DECLS
  * ones that took longer than 2^(SLUICE_STATS_BUCKETS - 2) µs (about 8.4 s). */
 #define SLUICE_STATS_BUCKETS 25
 
-/** Counters only grow. A decision is counted once, in exactly one of allowed,
- * denied, shadow_denied and errors; waited and degraded count some of them again.
- * The latency of a decision includes the time it waited. Decisions answered in
- * process (the memory backend, the denial cache) are timed one in eight (timing
- * every one would double the cost of an allowed call); every decision that makes
- * a round trip to Redis is timed. */
+/** Counters only grow (adaptive_limit, a gauge, aside). A decision is counted
+ * once, in exactly one of allowed, denied, shadow_denied and errors; waited and
+ * degraded count some of them again. The latency of a decision includes the time
+ * it waited. Decisions answered in process (the memory backend, the denial cache)
+ * are timed one in eight (timing every one would double the cost of an allowed
+ * call); every decision that makes a round trip to Redis is timed. */
 typedef struct {
     guint64 allowed;        /**< the permits passed                                     */
     guint64 denied;         /**< the permits were refused                               */
@@ -35,6 +35,10 @@ typedef struct {
                              * memory-backend thread's hand is not counted here)     */
     guint64 latency_ns_sum; /**< total time of the timed decisions */
     guint64 latency[SLUICE_STATS_BUCKETS]; /**< timed decisions by duration, above  */
+    /** Not a counter: the current limit of an adaptive rule (algorithm = adaptive)
+     * in this process, as sluice_stats_get reads it; 0 for any other rule, and in
+     * a decorated function's stats. */
+    gint64 adaptive_limit;
 } sluice_stats;
 
 /** What one band of a limit's rule refused since sluice_init. */
@@ -73,8 +77,10 @@ SLUICE_API gboolean sluice_stats_get(const char *name, sluice_stats *out, GError
  * sluice_function_degraded_total{name,function,site}; for each rule with bands
  * sluice_band_refusals_total{name,band,shadow} (band as the keyfile writes it,
  * "1000/1h" or "1000/1h/50", the rule's own limit and window first; shadow "true"
- * for a shadow band: what sluice_stats_bands counts); on Redis, per server the gauge
- * sluice_breaker_open{node} (1 while its circuit breaker is open). Free with g_free. */
+ * for a shadow band: what sluice_stats_bands counts); for each adaptive rule the
+ * gauge sluice_adaptive_limit{name} (its current limit in this process); on Redis,
+ * per server the gauge sluice_breaker_open{node} (1 while its circuit breaker is
+ * open). Free with g_free. */
 SLUICE_API char *sluice_stats_prometheus(void);
 
 G_END_DECLS
