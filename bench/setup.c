@@ -30,7 +30,6 @@ gboolean bench_init(const char *contents, GError **error)
 
 void bench_print_version(const char *backend)
 {
-    printf("sluice %d.%d.%d, %s backend, build type %s, %ld CPUs online\n", SLUICE_VERSION_MAJOR,
-           SLUICE_VERSION_MINOR, SLUICE_VERSION_MICRO, backend, SLUICE_BENCH_BUILD_TYPE,
-           sysconf(_SC_NPROCESSORS_ONLN));
+    printf("sluice %s, %s backend, build type %s, %ld CPUs online\n", sluice_version(), backend,
+           SLUICE_BENCH_BUILD_TYPE, sysconf(_SC_NPROCESSORS_ONLN));
 }

@@ -352,6 +352,25 @@ START_TEST(error_strings_come_from_one_table)
 }
 END_TEST
 
+/* The library's version is the headers' (one build), and SLUICE_CHECK_VERSION orders
+ * versions as GLIB_CHECK_VERSION does. */
+START_TEST(the_version_is_the_headers_at_run_time)
+{
+    g_autofree char *macros = g_strdup_printf("%d.%d.%d", SLUICE_VERSION_MAJOR,
+                                              SLUICE_VERSION_MINOR, SLUICE_VERSION_MICRO);
+    ck_assert_str_eq(SLUICE_VERSION_STRING, macros);
+    ck_assert_str_eq(sluice_version(), SLUICE_VERSION_STRING);
+    ck_assert(
+        SLUICE_CHECK_VERSION(SLUICE_VERSION_MAJOR, SLUICE_VERSION_MINOR, SLUICE_VERSION_MICRO));
+    ck_assert(SLUICE_CHECK_VERSION(0, 0, 0));
+    ck_assert(SLUICE_CHECK_VERSION(SLUICE_VERSION_MAJOR, 0, 0));
+    ck_assert(!SLUICE_CHECK_VERSION(SLUICE_VERSION_MAJOR, SLUICE_VERSION_MINOR,
+                                    SLUICE_VERSION_MICRO + 1));
+    ck_assert(!SLUICE_CHECK_VERSION(SLUICE_VERSION_MAJOR, SLUICE_VERSION_MINOR + 1, 0));
+    ck_assert(!SLUICE_CHECK_VERSION(SLUICE_VERSION_MAJOR + 1, 0, 0));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("api");
@@ -374,6 +393,7 @@ int main(void)
     tcase_add_test(tc, a_bad_reload_keeps_the_running_rules);
     tcase_add_test(tc, removing_a_rule_unlimits_its_name);
     tcase_add_test(tc, error_strings_come_from_one_table);
+    tcase_add_test(tc, the_version_is_the_headers_at_run_time);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }

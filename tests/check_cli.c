@@ -137,7 +137,7 @@ START_TEST(help_is_printed_for_the_command_and_each_subcommand)
     ck_run(bad_option, 2, "",
            "sluice acquire: Unknown option --bogus\nTry 'sluice acquire --help'.\n");
     g_autoptr(result) version = sluice("--version", NULL);
-    ck_run(version, 0, "sluice 0.1.0\n", "");
+    ck_run(version, 0, "sluice " SLUICE_VERSION_STRING "\n", ""); /* project(VERSION) */
 }
 END_TEST
 

@@ -6,6 +6,7 @@
 #include <sluice/testing.h>
 
 #include <stdio.h>
+#include <string.h>
 
 static int busy(int x)
 {
@@ -109,6 +110,9 @@ int main(int argc, char **argv)
     expect(sluice_config_check(argv[1], &error), TRUE, "sluice_config_check");
     expect(sluice_reset("consumer.twice", NULL, &error), TRUE, "sluice_reset");
     expect(sluice_clock_now() > 0, 1, "sluice_clock_now");
+#if SLUICE_CHECK_VERSION(1, 0, 0) || !SLUICE_CHECK_VERSION(1, 0, 0) /* usable by #if */
+    expect(strcmp(sluice_version(), SLUICE_VERSION_STRING), 0, "sluice_version");
+#endif
     sluice_shutdown();
     if (failures)
         return 1;

@@ -81,8 +81,7 @@ int main(int argc, char **argv)
         return CLI_EXIT_OK;
     }
     if (strcmp(first, "--version") == 0) {
-        printf("sluice %d.%d.%d\n", SLUICE_VERSION_MAJOR, SLUICE_VERSION_MINOR,
-               SLUICE_VERSION_MICRO);
+        printf("sluice %s\n", sluice_version());
         return CLI_EXIT_OK;
     }
     if (strcmp(first, "help") == 0) {

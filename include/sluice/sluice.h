@@ -6,6 +6,7 @@
 #define SLUICE_SLUICE_H
 
 #include <sluice/export.h>
+#include <sluice/version.h>
 #include <sluice/error.h>
 #include <sluice/lifecycle.h>
 #include <sluice/acquire.h>
@@ -16,11 +17,5 @@
 #include <sluice/admin.h>
 #include <sluice/clock.h>
 #include <sluice/headers.h>
-
-/** The version of these headers. @{ */
-#define SLUICE_VERSION_MAJOR 0
-#define SLUICE_VERSION_MINOR 1
-#define SLUICE_VERSION_MICRO 0
-/** @} */
 
 #endif
