@@ -7,6 +7,11 @@
  *   /login?user=NAME   gcra per user
  *   /upload?ms=N       concurrency: at most `limit` uploads in flight across every
  *                      instance that shares the Redis; the body takes N ms (0-10000)
+ *   /search?user=NAME  gcra per user, then a call of the downstream (--downstream
+ *                      URL); a downstream's 429 or 503 with Retry-After blocks the
+ *                      user's key for that long (sluice_block_retry_after), on every
+ *                      instance that shares the Redis, so none of them calls it again
+ *                      for that user before then
  *
  * Allowed answers carry the RateLimit-* headers, denials (429) Retry-After too, all
  * from the call's own decision (sluice_last_decision); a limiter that fails while
@@ -40,7 +45,7 @@ struct job {
     handler_func handler;
     const char *path;
     char *client; /* the peer's address: /export's key */
-    char *user;   /* /login's key */
+    char *user;   /* /login's and /search's key */
     gint64 upload_ms;
     /* the response, written by the worker */
     guint status;
@@ -51,6 +56,8 @@ struct job {
 
 static GMainContext *main_context;
 static GThreadPool *workers;
+static SoupSession *downstream; /* /search calls it from the workers (libsoup >= 3.2) */
+static char *downstream_url;    /* --downstream */
 
 /* Set when the service stops: queued jobs answer 503 and uploads stop sleeping. */
 static GMutex stop_lock;
@@ -95,8 +102,8 @@ static int too_many(job *j, const char *name, const char *key)
     for (guint i = 0; i < j->headers.n; i++)
         if (strcmp(j->headers.header[i].name, "Retry-After") == 0)
             retry = j->headers.header[i].value;
-    g_message("denied: %s %s (%s): 429, limit %" G_GINT64_FORMAT ", retry after %s s", j->path,
-              key ? key : j->client, name, d.limit, retry);
+    g_message("denied: %s %s (%s): 429, %s %" G_GINT64_FORMAT ", retry after %s s", j->path,
+              key ? key : j->client, name, d.blocked ? "blocked, limit" : "limit", d.limit, retry);
     g_string_printf(j->body, "429 too many requests for %s, retry after %s s\n", j->path, retry);
     return STATUS_TOO_MANY_REQUESTS;
 }
@@ -162,6 +169,48 @@ static int upload_failed(const GError *error, const sluice_decision *verdict, jo
         return SLUICE_BODY(upload)(j);
     }
     return unavailable(j, "http.upload", error->message);
+}
+
+/* The guard form, per user, in front of a downstream service: when it answers 429 or
+ * 503 with Retry-After, the user's key is blocked for that long, so that the next
+ * searches of that user are denied here (on every instance, with Redis) instead of
+ * reaching a downstream that asked us to wait. */
+static int search(job *j)
+{
+    RATE_LIMITED_KEY("http.search", j->user, return too_many(j, "http.search", j->user));
+    if (!downstream_url) {
+        g_string_assign(j->body, "502 no downstream: start with --downstream URL\n");
+        return SOUP_STATUS_BAD_GATEWAY;
+    }
+    g_autoptr(SoupMessage) msg = soup_message_new(SOUP_METHOD_GET, downstream_url);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GBytes) body = soup_session_send_and_read(downstream, msg, NULL, &error);
+    if (!body) {
+        g_message("downstream failed: %s %s: %s", j->path, j->user, error->message);
+        g_string_assign(j->body, "502 the downstream did not answer\n");
+        return SOUP_STATUS_BAD_GATEWAY;
+    }
+    guint status = soup_message_get_status(msg);
+    if (status == STATUS_TOO_MANY_REQUESTS || status == SOUP_STATUS_SERVICE_UNAVAILABLE) {
+        const char *retry =
+            soup_message_headers_get_one(soup_message_get_response_headers(msg), "Retry-After");
+        if (retry && sluice_block_retry_after("http.search", j->user, retry, &error)) {
+            g_message("downstream %u: %s %s (http.search): blocked for Retry-After: %s", status,
+                      j->path, j->user, retry);
+            sluice_decision d; /* a peek: the block's headers, Retry-After among them */
+            sluice_acquire("http.search", j->user, 0, &d, NULL);
+            sluice_headers_from_decision(&d, &j->headers, NULL);
+        } else if (retry) {
+            g_message("downstream %u: %s %s: not blocked: %s", status, j->path, j->user,
+                      error->message);
+        }
+        g_string_printf(j->body, "%u the downstream is busy, retry later\n", status);
+        return status;
+    }
+    admitted(j);
+    g_string_printf(j->body, "results for %s: %.*s", j->user, (int)g_bytes_get_size(body),
+                    (const char *)g_bytes_get_data(body, NULL));
+    return status;
 }
 
 /* ---- the main context: requests in, answers out ---------------------------------- */
@@ -231,10 +280,8 @@ typedef struct {
 } route;
 
 static route routes[] = {
-    {"/hello", hello},
-    {"/export", export_report},
-    {"/login", login},
-    {"/upload", upload},
+    {"/hello", hello},   {"/export", export_report}, {"/login", login},
+    {"/upload", upload}, {"/search", search},
 };
 
 /* Checks the request's arguments into j; FALSE (and a 400 on msg) when they are bad. */
@@ -242,10 +289,12 @@ static gboolean read_arguments(job *j, SoupServerMessage *msg, GHashTable *query
 {
     const char *user = query ? g_hash_table_lookup(query, "user") : NULL;
     const char *ms = query ? g_hash_table_lookup(query, "ms") : NULL;
-    if (j->handler == login) {
+    if (j->handler == login || j->handler == search) {
         if (!user || !*user || strlen(user) > MAX_USER_BYTES || !g_utf8_validate(user, -1, NULL)) {
             set_text(msg, SOUP_STATUS_BAD_REQUEST,
-                     "400 /login needs ?user=NAME (UTF-8, 1 to 256 bytes)\n");
+                     j->handler == login
+                         ? "400 /login needs ?user=NAME (UTF-8, 1 to 256 bytes)\n"
+                         : "400 /search needs ?user=NAME (UTF-8, 1 to 256 bytes)\n");
             return FALSE;
         }
         j->user = g_strdup(user);
@@ -308,6 +357,8 @@ static const GOptionEntry options[] = {
     {"config", 'c', 0, G_OPTION_ARG_FILENAME, &config_path,
      "The keyfile (default examples/http_service.ini)", "FILE"},
     {"workers", 'w', 0, G_OPTION_ARG_INT, &worker_count, "Threads that run handlers (16)", "N"},
+    {"downstream", 'd', 0, G_OPTION_ARG_STRING, &downstream_url,
+     "The service /search calls (an http:// URL)", "URL"},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
 
@@ -334,6 +385,12 @@ static gboolean parse_options(int *argc, char ***argv, GError **error)
     }
     if (!config_path)
         config_path = g_strdup("examples/http_service.ini");
+    if (downstream_url && !g_uri_is_valid(downstream_url, G_URI_FLAGS_NONE, NULL)) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--downstream %s: expected a URL, e.g. http://127.0.0.1:9000/search",
+                    downstream_url);
+        return FALSE;
+    }
     return TRUE;
 }
 
@@ -362,6 +419,8 @@ int main(int argc, char **argv)
     if (!sluice_init(config_path, &error))
         goto err;
     main_context = g_main_context_default();
+    g_autoptr(GProxyResolver) direct = g_simple_proxy_resolver_new(NULL, NULL);
+    downstream = soup_session_new_with_options("proxy-resolver", direct, "timeout", 5, NULL);
     workers = g_thread_pool_new(run, NULL, worker_count, TRUE, &error);
     if (!workers)
         goto err;
@@ -398,10 +457,12 @@ err:
     while (g_main_context_iteration(main_context, FALSE))
         ; /* the answers of the last jobs: their messages are freed */
     g_clear_object(&server);
+    g_clear_object(&downstream);
     while (g_main_context_iteration(main_context, FALSE))
         ; /* libsoup closes the server's connections from idles */
     g_clear_pointer(&loop, g_main_loop_unref);
     sluice_shutdown();
     g_free(config_path);
+    g_free(downstream_url);
     return status;
 }

@@ -83,7 +83,7 @@ static __thread __attribute__((tls_model("initial-exec"))) struct {
     gboolean unlimited;
     int result;
     sluice_decision decision;
-} last = {FALSE, SLUICE_FAILED, {FALSE, 0, 0, -1, 0}}; /* sluice__engine_refused() */
+} last = {FALSE, SLUICE_FAILED, {FALSE, 0, 0, -1, 0, FALSE}}; /* sluice__engine_refused() */
 
 int sluice_last_decision(sluice_decision *out)
 {
@@ -156,8 +156,8 @@ enter_limited(sluice_stats *stats, const char *key, sluice_lease *lease, sluice_
     gint64 taken = 0;
     int r;
     if (key && !sluice__check_key(key, &failure)) {
-        d = (sluice_decision){sluice__engine_policy_allows(sluice__limiter_rule(limiter)), 0, 0, -1,
-                              0};
+        d = (sluice_decision){
+            sluice__engine_policy_allows(sluice__limiter_rule(limiter)), 0, 0, -1, 0, FALSE};
         sluice__counters_count(limiter->counters, SLUICE__OUTCOME_ERROR, FALSE, -1);
         sluice__stats_count(stats, SLUICE__OUTCOME_ERROR, FALSE, -1);
         r = SLUICE_FAILED;

@@ -100,16 +100,25 @@ typedef struct {
     gint64 reserve_us;
 } call;
 
+/* fixed_window: the window running at now and its count. */
+static void window_now(const sluice__rule *rule, const sluice__state *s, gint64 now, gint64 epoch,
+                       gint64 *start, gint64 *count)
+{
+    gint64 w = rule->window_us;
+    gboolean expired = !s->started || now >= s->a + w;
+    /* a new window starts now, or (anchor = epoch) at the last multiple of w since
+     * the epoch */
+    gint64 phase = rule->epoch ? ((epoch % w) + w) % w : 0;
+    *start = expired ? now - phase : s->a;
+    *count = expired ? 0 : s->b;
+}
+
 static void fixed_window(const call *c, sluice__verdict *v)
 {
     sluice__state *s = c->s;
     gint64 w = c->rule->window_us, limit = c->rule->limit;
-    gboolean expired = !s->started || c->now >= s->a + w;
-    /* a new window starts now, or (anchor = epoch) at the last multiple of w since
-     * the epoch */
-    gint64 phase = c->rule->epoch ? ((c->epoch % w) + w) % w : 0;
-    gint64 start = expired ? c->now - phase : s->a;
-    gint64 count = expired ? 0 : s->b;
+    gint64 start, count;
+    window_now(c->rule, s, c->now, c->epoch, &start, &count);
 
     v->allowed = count + c->need <= limit;
     if (v->allowed && c->consume) {
@@ -118,7 +127,7 @@ static void fixed_window(const call *c, sluice__verdict *v)
         s->b = count;
         s->started = TRUE;
     }
-    v->remaining = limit - count;
+    v->remaining = MAX(0, limit - count); /* a penalty, or a lower limit, may pass it */
     v->reset_after_us = count > 0 ? start + w - c->now : 0;
     v->retry_after_us = v->allowed ? -1 : start + w - c->now;
 }
@@ -136,27 +145,35 @@ static void sliding_log(const call *c, sluice__verdict *v)
         runs_push(log, c->now, c->need);
         c->s->started = TRUE;
     }
-    v->remaining = limit - log->total;
+    v->remaining = MAX(0, limit - log->total); /* a penalty, or a lower limit, may pass it */
     v->reset_after_us = log->total > 0 ? runs_newest(log) + w - c->now : 0;
+}
+
+/* sliding_window: the window running at now, its count and the previous one's. */
+static void windows_now(const sluice__rule *rule, const sluice__state *s, gint64 now, gint64 *start,
+                        gint64 *cur, gint64 *prev)
+{
+    gint64 w = rule->window_us;
+    *start = now - (((now % w) + w) % w);
+    *cur = *prev = 0;
+    if (s->started && *start == s->a) {
+        *cur = s->b;
+        *prev = s->c;
+    } else if (s->started && *start == s->a + w) {
+        *prev = s->b;
+    } else if (s->started && *start < s->a) { /* a clock that stepped back */
+        *start = s->a;
+        *cur = s->b;
+        *prev = s->c;
+    }
 }
 
 static void sliding_window(const call *c, sluice__verdict *v)
 {
     sluice__state *s = c->s;
     gint64 w = c->rule->window_us, w_ms = w / 1000, limit = c->rule->limit;
-    gint64 start = c->now - (((c->now % w) + w) % w);
-    gint64 cur = 0, prev = 0;
-
-    if (s->started && start == s->a) {
-        cur = s->b;
-        prev = s->c;
-    } else if (s->started && start == s->a + w) {
-        prev = s->b;
-    } else if (s->started && start < s->a) { /* a clock that stepped back */
-        start = s->a;
-        cur = s->b;
-        prev = s->c;
-    }
+    gint64 start, cur, prev;
+    windows_now(c->rule, s, c->now, &start, &cur, &prev);
     gint64 e_ms = MIN((c->now - start) / 1000, w_ms - 1);
     gint64 weight = w_ms - e_ms; /* the previous window's share, in w_ms parts */
 
@@ -300,24 +317,23 @@ static span stored_time(gint64 l, gint64 q, gint64 r, gint64 d)
     return (span){q, d != l ? 0 : r};
 }
 
-static void token_bucket(const call *c, sluice__verdict *v)
+/* token_bucket: the tokens at now and the time of the last refill. */
+static void bucket_now(const sluice__state *s, const rate *t, gint64 burst, span now,
+                       gint64 *tokens_out, span *last_out)
 {
-    sluice__state *s = c->s;
-    rate t = rate_memo_of(c->rule)->t;
-    gint64 burst = c->rule->burst, tokens = burst;
-    span now = {c->now, 0}, last = now;
-
+    gint64 tokens = burst;
+    span last = now;
     if (s->started) {
         tokens = s->a;
-        last = stored_time(t.l, s->b, s->c, s->d);
+        last = stored_time(t->l, s->b, s->c, s->d);
         if (tokens < burst && !span_le(now, last)) {
-            span elapsed = span_sub(t.l, now, last);
-            if (span_le(times_t(&t, burst - tokens), elapsed)) {
+            span elapsed = span_sub(t->l, now, last);
+            if (span_le(times_t(t, burst - tokens), elapsed)) {
                 tokens = burst;
             } else {
-                gint64 gained = per_t(&t, elapsed);
+                gint64 gained = per_t(t, elapsed);
                 tokens += gained;
-                last = span_add(t.l, last, times_t(&t, gained));
+                last = span_add(t->l, last, times_t(t, gained));
             }
         }
         if (tokens >= burst) {
@@ -325,6 +341,17 @@ static void token_bucket(const call *c, sluice__verdict *v)
             last = now;
         }
     }
+    *tokens_out = tokens;
+    *last_out = last;
+}
+
+static void token_bucket(const call *c, sluice__verdict *v)
+{
+    sluice__state *s = c->s;
+    rate t = rate_memo_of(c->rule)->t;
+    gint64 burst = c->rule->burst, tokens;
+    span now = {c->now, 0}, last;
+    bucket_now(s, &t, burst, now, &tokens, &last);
     /* when the need - tokens missing tokens are due, from now */
     span due_in = {0, 0};
     if (tokens < c->need)
@@ -457,6 +484,7 @@ static inline void verdict_start(sluice__verdict *v, gint64 capacity)
     v->leased = 0;
     v->shadow_denied = FALSE;
     v->refused = 0;
+    v->blocked = FALSE;
 }
 
 /* More permits than the capacity never pass, whatever the state. */
@@ -619,4 +647,77 @@ void sluice__release(const sluice__rule *rule, sluice__state *state, gint64 now_
     runs_drop_until(&state->log, now_us);
     runs_take(&state->log, permits);
     state->idle_at = state->log.total > 0 ? runs_newest(&state->log) : now_us;
+}
+
+/* ---- penalties: permits taken without a call ------------------------------------ */
+
+/* One band's penalty: `permits` (at most twice the capacity) counted as admitted at
+ * now, until the band holds twice its capacity in use. */
+static void penalize_one(const sluice__rule *rule, sluice__state *s, gint64 now, gint64 epoch,
+                         gint64 permits)
+{
+    gint64 most = 2 * sluice__rule_capacity(rule);
+    switch (rule->algorithm) {
+    case SLUICE__FIXED_WINDOW:
+        window_now(rule, s, now, epoch, &s->a, &s->b);
+        s->b = MAX(s->b, MIN(s->b + permits, most));
+        break;
+    case SLUICE__SLIDING_LOG:
+        runs_drop_until(&s->log, now - rule->window_us);
+        if (s->log.total < most)
+            runs_push(&s->log, now, MIN(permits, most - s->log.total));
+        break;
+    case SLUICE__SLIDING_WINDOW: {
+        gint64 start, cur, prev;
+        windows_now(rule, s, now, &start, &cur, &prev);
+        s->a = start;
+        s->b = MAX(cur, MIN(cur + permits, most));
+        s->c = prev;
+        break;
+    }
+    case SLUICE__TOKEN_BUCKET: {
+        rate t = rate_memo_of(rule)->t;
+        gint64 tokens;
+        span last;
+        bucket_now(s, &t, rule->burst, (span){now, 0}, &tokens, &last);
+        s->a = MIN(tokens, MAX(tokens - permits, -rule->burst));
+        s->b = last.q;
+        s->c = last.r;
+        s->d = t.l;
+        break;
+    }
+    case SLUICE__GCRA: {
+        const rate_memo *m = rate_memo_of(rule);
+        span at = {now, 0};
+        span tat = s->started ? stored_time(m->t.l, s->a, s->b, s->d) : at;
+        span most_tat = span_add(m->t.l, span_add(m->t.l, at, m->capacity), m->capacity);
+        span next = span_add(m->t.l, span_le(tat, at) ? at : tat, times_t(&m->t, permits));
+        if (span_le(most_tat, next))
+            next = span_le(tat, most_tat) ? most_tat : tat;
+        s->a = next.q;
+        s->b = next.r;
+        s->d = m->t.l;
+        break;
+    }
+    default: /* concurrency: refused by the caller */
+        return;
+    }
+    s->started = TRUE;
+}
+
+void sluice__penalize(const sluice__rule *rule, sluice__state *states, gint64 now_us,
+                      gint64 epoch_us, gint64 permits)
+{
+    for (guint i = 0; i < sluice__rule_bands(rule); i++) {
+        sluice__rule r = *rule;
+        sluice__band b = sluice__rule_band(rule, i);
+        r.limit = b.limit;
+        r.window_us = b.window_us;
+        r.burst = b.burst;
+        r.n_bands = r.n_shadow = 0;
+        penalize_one(&r, &states[i], now_us, epoch_us, MIN(permits, 2 * sluice__rule_capacity(&r)));
+    }
+    sluice__verdict v; /* a peek: when the states are full again */
+    sluice__decide(rule, states, now_us, epoch_us, 0, 0, &v);
+    states[0].idle_at = MAX(states[0].idle_at, states[0].blocked_until);
 }

@@ -23,12 +23,14 @@ typedef struct {
 
 /* One key's state. A zeroed state is a fresh one. */
 typedef struct {
-    gboolean started;  /* FALSE: nothing stored yet                                   */
-    gint64 a, b, c, d; /* fixed_window: start, count; sliding_window: start, current,
-                        * previous; token_bucket: tokens, last refill (µs, then the
-                        * 1/d-th µs past it), d; gcra: tat (µs, 1/d-ths), -, d      */
-    sluice__runs log;  /* sliding_log: admissions; concurrency: lease expiries         */
-    gint64 idle_at;    /* from this time on the state is back to full capacity        */
+    gboolean started;     /* FALSE: nothing stored yet                                   */
+    gint64 a, b, c, d;    /* fixed_window: start, count; sliding_window: start, current,
+                           * previous; token_bucket: tokens, last refill (µs, then the
+                           * 1/d-th µs past it), d; gcra: tat (µs, 1/d-ths), -, d      */
+    sluice__runs log;     /* sliding_log: admissions; concurrency: lease expiries         */
+    gint64 idle_at;       /* from this time on the state is back to full capacity        */
+    gint64 blocked_until; /* a key's first state: a block (sluice_block) denies every
+                           * call before this time; 0: none                         */
 } sluice__state;
 
 /* The answer of one decision, in microseconds. */
@@ -44,6 +46,8 @@ typedef struct {
     guint refused;          /* bit i: band i refused (rule with bands): when denied,
                              * the enforced bands that refused; when admitted, the
                              * shadow bands that would have; 0 without bands      */
+    gboolean blocked;       /* denied by a block (sluice_block, an override's
+                             * `blocked`), not by the algorithm                   */
 } sluice__verdict;
 
 /* The longest a token_bucket caller may reserve ahead (18250 days): it keeps the
@@ -100,6 +104,25 @@ sluice__span sluice__gcra_next(const sluice__gcra_plan *plan, sluice__span tat);
 /* The answer of the decision on a state with this tat, admitted or not. */
 void sluice__gcra_answer(const sluice__gcra_plan *plan, sluice__span tat, gboolean admitted,
                          sluice__verdict *verdict);
+
+/* Takes `permits` (> 0) of the states of every band at now_us as if admitted
+ * (sluice_penalize), even past what is left, up to one capacity of debt: a band then
+ * holds at most twice its capacity in use (docs/algorithms.md says what that is for
+ * each algorithm). states[0].idle_at follows. Not for concurrency (nothing to take:
+ * it counts calls in flight); the caller refuses it. */
+void sluice__penalize(const sluice__rule *rule, sluice__state *states, gint64 now_us,
+                      gint64 epoch_us, gint64 permits);
+
+/* The answer to a call on a key blocked until until_us (> now_us): denied, none
+ * remaining, retry and reset when the block ends. */
+static inline void sluice__blocked_verdict(gint64 capacity, gint64 until_us, gint64 now_us,
+                                           sluice__verdict *v)
+{
+    *v = (sluice__verdict){.limit = capacity,
+                           .retry_after_us = until_us - now_us,
+                           .reset_after_us = until_us - now_us,
+                           .blocked = TRUE};
+}
 
 /* Gives back `permits` concurrency permits, oldest lease first. */
 void sluice__release(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits);

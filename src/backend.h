@@ -36,8 +36,21 @@ typedef struct {
     /* Gives back concurrency permits; failures are logged, not returned. */
     void (*release)(sluice__backend *backend, sluice__limiter *limiter, const sluice__rule *rule,
                     const char *key, gint64 permits);
+    /* Optional (NULL: SLUICE_ERROR_BACKEND): takes `permits` (> 0) of key's state
+     * under rule (found for the key: src/override.h; not concurrency) as if admitted
+     * now, even past what is left (sluice__penalize). FALSE with *error when the
+     * backend failed. */
+    gboolean (*penalize)(sluice__backend *backend, sluice__limiter *limiter,
+                         const sluice__rule *rule, const char *key, gint64 permits, GError **error);
+    /* Optional (NULL: SLUICE_ERROR_BACKEND): denies every call on key under rule for
+     * duration_us from now on the backend's clock, replacing a block in force (0:
+     * lifts it); the key's state stays as it is. FALSE with *error when the backend
+     * failed. */
+    gboolean (*block)(sluice__backend *backend, sluice__limiter *limiter, const sluice__rule *rule,
+                      const char *key, gint64 duration_us, GError **error);
     /* Forgets the state of key (NULL: the limit's single shared state), so the
-     * limit is back to full capacity. FALSE with *error when the backend failed. */
+     * limit is back to full capacity, and lifts its block. FALSE with *error when
+     * the backend failed. */
     gboolean (*reset)(sluice__backend *backend, sluice__limiter *limiter, const char *key,
                       GError **error);
     /* Optional: a reload replaced the backend; threads may still be inside it,

@@ -45,6 +45,9 @@ static inline __attribute__((always_inline)) void count(sluice_stats *stats, gbo
     case SLUICE__OUTCOME_ALLOWED:
         add(&stats->allowed, 1, alone);
         break;
+    case SLUICE__OUTCOME_BLOCKED:
+        add(&stats->blocked, 1, alone);
+        G_GNUC_FALLTHROUGH;
     case SLUICE__OUTCOME_DENIED:
         add(&stats->denied, 1, alone);
         break;
@@ -94,6 +97,7 @@ void sluice__stats_read(const sluice_stats *stats, sluice_stats *out)
     out->degraded = load(&stats->degraded);
     out->cached_denied = load(&stats->cached_denied);
     out->prefetched = load(&stats->prefetched);
+    out->blocked = load(&stats->blocked);
     out->latency_ns_sum = load(&stats->latency_ns_sum);
     for (guint i = 0; i < SLUICE_STATS_BUCKETS; i++)
         out->latency[i] = load(&stats->latency[i]);

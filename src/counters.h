@@ -12,6 +12,7 @@
 typedef enum {
     SLUICE__OUTCOME_ALLOWED,
     SLUICE__OUTCOME_DENIED,
+    SLUICE__OUTCOME_BLOCKED, /* denied by a block: counted in denied and in blocked */
     SLUICE__OUTCOME_SHADOW_DENIED,
     SLUICE__OUTCOME_ERROR,
 } sluice__outcome;

@@ -32,7 +32,8 @@ typedef struct {
     gint64 permits;           /* the denied permits (a peek counts as one)        */
     gint64 sent_us;           /* when the denied command was sent                 */
     gint64 until_us;          /* it answers calls before this time                */
-    gint64 verdict[5];        /* limit, remaining, retry_after_us, reset_after_us, refused */
+    gint64 verdict[6];        /* limit, remaining, retry_after_us, reset_after_us, refused,
+                               * blocked                                             */
 } slot;
 
 struct sluice__denial_cache {
@@ -62,7 +63,7 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
     if (!cache || !sluice__key_pack(key, &k))
         return FALSE;
     slot *s = &cache->slots[sluice__key_index(&k)];
-    gint64 asked = MAX(permits, 1), sent_us, said[5];
+    gint64 asked = MAX(permits, 1), sent_us, said[6];
     for (guint tries = 0;; tries++) {
         guint before = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
         if (before & 1) { /* being written: a few stores, unless its writer was preempted */
@@ -81,7 +82,12 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
             break;
     }
     gint64 aged = MAX(0, now_us - sent_us);
-    *v = (sluice__verdict){FALSE, said[0], said[1], said[2], said[3], 0, 0, FALSE, (guint)said[4]};
+    *v = (sluice__verdict){.limit = said[0],
+                           .remaining = said[1],
+                           .retry_after_us = said[2],
+                           .reset_after_us = said[3],
+                           .refused = (guint)said[4],
+                           .blocked = (gboolean)said[5]};
     if (asked > sluice__rule_capacity(rule))
         v->retry_after_us = -1; /* can never pass, whatever the state */
     else
@@ -126,8 +132,8 @@ void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backe
     STORE(&s->permits, MAX(permits, 1));
     STORE(&s->sent_us, sent_us);
     STORE(&s->until_us, sent_us + holds_us);
-    const gint64 said[5] = {v->limit, v->remaining, v->retry_after_us, v->reset_after_us,
-                            v->refused};
+    const gint64 said[6] = {v->limit,          v->remaining, v->retry_after_us,
+                            v->reset_after_us, v->refused,   v->blocked};
     for (guint i = 0; i < G_N_ELEMENTS(said); i++)
         STORE(&s->verdict[i], said[i]);
     write_end(s);

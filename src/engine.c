@@ -61,7 +61,7 @@ static gboolean cacheable(sluice__backend *b, const sluice__rule *rule, gint64 r
 
 void sluice__engine_unlimited(sluice_decision *out)
 {
-    *out = (sluice_decision){TRUE, G_MAXINT64, G_MAXINT64, -1, 0};
+    *out = (sluice_decision){TRUE, G_MAXINT64, G_MAXINT64, -1, 0, FALSE};
 }
 
 void sluice__engine_to_decision(const sluice__verdict *v, sluice_decision *out)
@@ -71,6 +71,7 @@ void sluice__engine_to_decision(const sluice__verdict *v, sluice_decision *out)
     out->remaining = v->remaining;
     out->retry_after_ms = v->allowed ? -1 : sluice__ceil_ms(v->retry_after_us);
     out->reset_after_ms = sluice__ceil_ms(v->reset_after_us);
+    out->blocked = !v->allowed && v->blocked;
 }
 
 /* The backend failed: *v becomes the on_error verdict (decided by the memory
@@ -80,8 +81,9 @@ static SLUICE__OUT_OF_LINE void fall_back(sluice__limiter *limiter, const sluice
                                           const char *key, gint64 permits, gint64 reserve_us,
                                           sluice__verdict *v)
 {
-    *v = (sluice__verdict){
-        sluice__engine_policy_allows(rule), sluice__rule_capacity(rule), 0, -1, 0, 0, 0, FALSE, 0};
+    *v = (sluice__verdict){.allowed = sluice__engine_policy_allows(rule),
+                           .limit = sluice__rule_capacity(rule),
+                           .retry_after_us = -1};
     if (rule->on_error == SLUICE__ON_ERROR_LOCAL && rule->algorithm != SLUICE__ADAPTIVE) {
         sluice__backend *l = g_atomic_pointer_get(&local);
         l->funcs->decide(l, limiter, rule, key, permits, reserve_us, v, NULL);
@@ -411,9 +413,10 @@ sluice__outcome sluice__engine_settle(sluice__limiter *limiter, const sluice__ru
     if (v->allowed) /* a shadow band that would have refused is counted as shadow_denied */
         return v->shadow_denied ? SLUICE__OUTCOME_SHADOW_DENIED : SLUICE__OUTCOME_ALLOWED;
     if (!rule->shadow)
-        return SLUICE__OUTCOME_DENIED;
+        return v->blocked ? SLUICE__OUTCOME_BLOCKED : SLUICE__OUTCOME_DENIED;
     out->allowed = TRUE; /* shadow: decided and counted, never enforced */
     out->retry_after_ms = -1;
+    out->blocked = FALSE;
     return SLUICE__OUTCOME_SHADOW_DENIED;
 }
 
@@ -435,6 +438,7 @@ int sluice__engine_count(sluice__limiter *limiter, sluice_stats *site, sluice__o
     case SLUICE__OUTCOME_ERROR:
         return SLUICE_FAILED;
     case SLUICE__OUTCOME_DENIED:
+    case SLUICE__OUTCOME_BLOCKED:
         return SLUICE_DENIED;
     default:
         return SLUICE_ALLOWED;
@@ -571,6 +575,83 @@ void sluice__engine_on_release(sluice__engine_release_func hook)
     g_mutex_lock(&wake_lock);
     release_hook = hook;
     g_mutex_unlock(&wake_lock);
+}
+
+/* What a per-key policy call (penalty, block) finds to do. */
+typedef enum {
+    POLICY_FAILED,  /* it cannot be done: *error set        */
+    POLICY_NOTHING, /* nothing to do: done                  */
+    POLICY_ACT,     /* on *rule and *key, through backend *b */
+} policy_step;
+
+/* The backend, rule and key a per-key policy call works on. */
+static policy_step policy_target(sluice__limiter *limiter, const char **key,
+                                 const sluice__rule **rule, sluice__backend **b, GError **error)
+{
+    *b = g_atomic_pointer_get(&backend);
+    if (!*b) {
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED,
+                            sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
+        return POLICY_FAILED;
+    }
+    *rule = limiter ? sluice__limiter_rule(limiter) : NULL;
+    if (!*rule)
+        return POLICY_NOTHING; /* not limited: nothing to take or block */
+    if (!(*rule)->per_key)
+        *key = NULL;
+    *rule = sluice__rule_for_key(*rule, *key);
+    /* an override's blocked or unlimited decides alone */
+    return (*rule)->kind == SLUICE__KIND_LIMIT ? POLICY_ACT : POLICY_NOTHING;
+}
+
+/* A penalty of `permits` (block_us < 0), or a block of block_us, for key under
+ * limiter: sluice__engine_penalize and sluice__engine_block. */
+static gboolean apply_policy(sluice__limiter *limiter, const char *key, gint64 permits,
+                             gint64 block_us, GError **error)
+{
+    const sluice__rule *rule;
+    sluice__backend *b;
+    policy_step step = policy_target(limiter, &key, &rule, &b, error);
+    if (step != POLICY_ACT)
+        return step == POLICY_NOTHING;
+    gboolean blocking = block_us >= 0;
+    if (rule->algorithm == SLUICE__ADAPTIVE) {
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_NOT_SUPPORTED,
+                    "%s: adaptive is decided in each process apart, by its own latency; it "
+                    "cannot be %s",
+                    limiter->name, blocking ? "blocked" : "penalized");
+        return FALSE;
+    }
+    if (!blocking && rule->algorithm == SLUICE__CONCURRENCY) {
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_NOT_SUPPORTED,
+                    "%s: concurrency counts calls in flight; a penalty has nothing to take",
+                    limiter->name);
+        return FALSE;
+    }
+    if (blocking ? !b->funcs->block : !b->funcs->penalize) {
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_NOT_SUPPORTED,
+                    "the %s backend cannot %s a key", b->funcs->name,
+                    blocking ? "block" : "penalize");
+        return FALSE;
+    }
+    if (!blocking)
+        return permits == 0 || b->funcs->penalize(b, limiter, rule, key, permits, error);
+    if (!b->funcs->block(b, limiter, rule, key, block_us, error))
+        return FALSE;
+    sluice__denial_cache_forget(g_atomic_pointer_get(&limiter->denials), key);
+    return TRUE;
+}
+
+gboolean sluice__engine_penalize(sluice__limiter *limiter, const char *key, gint64 permits,
+                                 GError **error)
+{
+    return apply_policy(limiter, key, permits, -1, error);
+}
+
+gboolean sluice__engine_block(sluice__limiter *limiter, const char *key, gint64 duration_us,
+                              GError **error)
+{
+    return apply_policy(limiter, key, 0, duration_us, error);
 }
 
 gboolean sluice__engine_reset(sluice__limiter *limiter, const char *key, GError **error)

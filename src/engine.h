@@ -46,6 +46,20 @@ void sluice__engine_end_calls(sluice__limiter *limiter, gint64 calls, sluice__ca
  * SLUICE_ERROR_NOT_INITIALIZED before sluice_init. */
 gboolean sluice__engine_reset(sluice__limiter *limiter, const char *key, GError **error);
 
+/* sluice_penalize: takes `permits` of key's state under limiter as if admitted
+ * (the key is ignored when the rule says per_key = false; its override's rule
+ * applies). TRUE with nothing done for limiter NULL, a name with no rule, a key
+ * whose override is blocked or unlimited, and 0 permits. FALSE with *error: a
+ * concurrency rule (SLUICE_ERROR_NOT_SUPPORTED), a backend that cannot, or failed,
+ * SLUICE_ERROR_NOT_INITIALIZED before sluice_init. */
+gboolean sluice__engine_penalize(sluice__limiter *limiter, const char *key, gint64 permits,
+                                 GError **error);
+/* sluice_block: denies every call on key under limiter for duration_us (0: lifts the
+ * block), as sluice__engine_penalize finds the key and rule; the denial cache forgets
+ * what it holds for the key. */
+gboolean sluice__engine_block(sluice__limiter *limiter, const char *key, gint64 duration_us,
+                              GError **error);
+
 /* The on_error verdict when no backend can decide the call at all: TRUE unless
  * the policy is deny (local, with nothing to decide in process, allows). */
 static inline gboolean sluice__engine_policy_allows(const sluice__rule *rule)
@@ -57,7 +71,7 @@ static inline gboolean sluice__engine_policy_allows(const sluice__rule *rule)
  * arguments, not initialized): denied, nothing known of the limit. */
 static inline sluice_decision sluice__engine_refused(void)
 {
-    return (sluice_decision){FALSE, 0, 0, -1, 0};
+    return (sluice_decision){FALSE, 0, 0, -1, 0, FALSE};
 }
 
 /* The decision for a name with no rule: allowed, unlimited. */

@@ -24,7 +24,8 @@ gboolean sluice__override_decides(const sluice__rule *rule, sluice__verdict *v)
         *v = (sluice__verdict){
             .allowed = TRUE, .limit = G_MAXINT64, .remaining = G_MAXINT64, .retry_after_us = -1};
     else
-        *v = (sluice__verdict){.limit = sluice__rule_capacity(rule), .retry_after_us = -1};
+        *v = (sluice__verdict){
+            .limit = sluice__rule_capacity(rule), .retry_after_us = -1, .blocked = TRUE};
     return TRUE;
 }
 

@@ -68,8 +68,11 @@ gboolean sluice__prefetch_take(sluice__prefetch *store, gconstpointer backend,
     if (taken) {
         s->left -= permits;
         gint64 aged = MAX(0, now_us - s->sent_us);
-        *v = (sluice__verdict){TRUE, s->limit, s->left, -1, MAX(0, s->reset_after_us - aged),
-                               0,    0,        FALSE,   0};
+        *v = (sluice__verdict){.allowed = TRUE,
+                               .limit = s->limit,
+                               .remaining = s->left,
+                               .retry_after_us = -1,
+                               .reset_after_us = MAX(0, s->reset_after_us - aged)};
     }
     g_mutex_unlock(lock);
     return taken;

@@ -283,6 +283,10 @@ char *sluice_stats_prometheus(void)
            "Decisions allowed from permits this process had prefetched, with no round trip "
            "(also counted in sluice_decisions_total).");
     counter(out, "sluice_prefetched_total", limits, G_STRUCT_OFFSET(sluice_stats, prefetched));
+    header(out, "sluice_blocked_total", "counter",
+           "Decisions denied by a block (sluice_block, an override's blocked) rather than by "
+           "the limit (also counted in sluice_decisions_total as denied).");
+    counter(out, "sluice_blocked_total", limits, G_STRUCT_OFFSET(sluice_stats, blocked));
     header(out, "sluice_decision_seconds", "histogram",
            "Time to decide, waiting included (memory backend: one decision in eight).");
     histogram(out, "sluice_decision_seconds", limits);

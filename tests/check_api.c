@@ -29,7 +29,7 @@ static const bad_call bad_calls[] = {
 START_TEST(bad_arguments_are_refused_with_an_error)
 {
     const bad_call *c = &bad_calls[_i];
-    sluice_decision d = {TRUE, 1, 1, 1, 1};
+    sluice_decision d = {TRUE, 1, 1, 1, 1, TRUE};
     g_autoptr(GError) error = NULL;
     fixture_init(fixed2);
     ck_assert_int_eq(sluice_acquire(c->name, c->key, c->permits, &d, &error), SLUICE_FAILED);

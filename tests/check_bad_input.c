@@ -44,7 +44,7 @@ static const char *bad_name(int i)
 START_TEST(every_call_that_takes_a_name_refuses_a_bad_one)
 {
     const char *name = bad_name(_i);
-    sluice_decision d = {TRUE, 1, 1, 1, 1};
+    sluice_decision d = {TRUE, 1, 1, 1, 1, TRUE};
     sluice_stats stats;
     g_autoptr(GError) error = NULL;
     fixture_init(fixed);
@@ -264,7 +264,7 @@ START_TEST(the_other_public_functions_refuse_null)
 {
     g_autoptr(GError) error = NULL;
     sluice_stats stats;
-    sluice_decision d = {TRUE, 1, 1, 1, 1};
+    sluice_decision d = {TRUE, 1, 1, 1, 1, TRUE};
 
     /* before init and after shutdown, twice */
     sluice_shutdown();
@@ -356,7 +356,7 @@ static void finished(GObject *source, GAsyncResult *result, gpointer data)
 {
     (void)source;
     GError **error = data;
-    sluice_decision d = {TRUE, 1, 1, 1, 1};
+    sluice_decision d = {TRUE, 1, 1, 1, 1, TRUE};
     ck_assert_int_eq(sluice_acquire_finish(result, &d, error), SLUICE_FAILED);
     ck_assert_int_eq(d.allowed, FALSE);
 }

@@ -108,7 +108,8 @@ static void dels_per_master(gint64 *dels)
 
 /* ---- help ------------------------------------------------------------------------------- */
 
-static const char *const commands[] = {"lint", "acquire", "status", "reset", "replay"};
+static const char *const commands[] = {"lint",  "acquire",  "status", "reset",
+                                       "block", "penalize", "replay"};
 
 START_TEST(help_is_printed_for_the_command_and_each_subcommand)
 {
@@ -381,7 +382,7 @@ START_TEST(status_says_which_rule_decides_a_key)
     ck_run(scraper, 0,
            "{\"name\":\"search\",\"key\":\"scraper-3\",\"algorithm\":\"fixed_window\","
            "\"limit\":2,\"remaining\":0,\"retry_after_ms\":-1,\"reset_after_ms\":0,"
-           "\"rule\":\"blocked\"}\n",
+           "\"blocked\":true,\"rule\":\"blocked\"}\n",
            "");
     g_autoptr(result) health = sluice("status", "-c", path, "search", "-k", "health", NULL);
     ck_run(health, 0,
@@ -497,6 +498,55 @@ START_TEST(reset_then_acquire_shows_a_full_limit)
 }
 END_TEST
 
+/* ---- block and penalize ------------------------------------------------------------------ */
+
+START_TEST(block_and_penalize_act_on_a_key_and_refuse_bad_arguments)
+{
+    g_autofree char *path = keyfile("[limit:api]\nalgorithm = fixed_window\nlimit = 3\n"
+                                    "window = 1m\n[limit:jobs]\nalgorithm = concurrency\n"
+                                    "limit = 2\n");
+    g_autoptr(result) blocked =
+        sluice("block", "-c", path, "api", "-k", "bob", "--for", "10m", NULL);
+    ck_run(blocked, 0, "", "");
+    g_autoptr(result) penalized = sluice("penalize", "-c", path, "api", "-k", "al", "2", NULL);
+    ck_run(penalized, 0, "", "");
+    if (fixture_on_redis()) { /* the limits outlive the command: the next one sees them */
+        g_autoptr(result) bob = sluice("acquire", "-c", path, "api", "-k", "bob", NULL);
+        ck_assert_int_eq(bob->status, 1);
+        ck_assert_msg(strstr(bob->out, "allowed=0 limit=3 remaining=0 retry_after_ms=") &&
+                          g_str_has_suffix(bob->out, " blocked=1\n"),
+                      "%s", bob->out);
+        g_autoptr(result) al = sluice("acquire", "-c", path, "api", "-k", "al", NULL);
+        ck_run(al, 0, "allowed=1 limit=3 remaining=0 retry_after_ms=-1 reset_after_ms=60000\n", "");
+        g_autoptr(result) lifted =
+            sluice("block", "-c", path, "api", "-k", "bob", "--for", "0", NULL);
+        ck_run(lifted, 0, "", "");
+        g_autoptr(result) again = sluice("acquire", "-c", path, "api", "-k", "bob", NULL);
+        ck_assert_int_eq(again->status, 0);
+    }
+    g_autoptr(result) no_for = sluice("block", "-c", path, "api", NULL);
+    ck_run(no_for, 2, "",
+           "sluice block: missing --for DURATION, e.g. --for 10m\n"
+           "Try 'sluice block --help'.\n");
+    g_autoptr(result) bad_for = sluice("block", "-c", path, "api", "--for", "1.5s", NULL);
+    ck_run(bad_for, 2, "",
+           "sluice block: --for 1.5s: expected a whole number and a unit (ms s m h d), e.g. "
+           "10m, at most 36500d; or 0\nTry 'sluice block --help'.\n");
+    g_autoptr(result) too_long = sluice("block", "-c", path, "api", "--for", "36501d", NULL);
+    ck_assert_int_eq(too_long->status, 2);
+    g_autoptr(result) jobs = sluice("penalize", "-c", path, "jobs", "1", NULL);
+    ck_run(jobs, 2, "",
+           "sluice penalize: jobs: concurrency counts calls in flight; a penalty has nothing "
+           "to take\n");
+    g_autoptr(result) bad_permits = sluice("penalize", "-c", path, "api", "x1", NULL);
+    ck_run(bad_permits, 2, "",
+           "sluice penalize: PERMITS x1: expected a whole number, 0 or more\n"
+           "Try 'sluice penalize --help'.\n");
+    g_autoptr(result) no_rule = sluice("block", "-c", path, "nope", "--for", "1s", NULL);
+    ck_assert_int_eq(no_rule->status, 2);
+}
+END_TEST
+
 /* ---- replay --------------------------------------------------------------------------------- */
 
 static const char *replay_rules =
@@ -602,17 +652,18 @@ START_TEST(replay_applies_overrides)
         fixture_write_keyfile("0 api big\n0 api big\n0 api big\n0 api bad\n0 api ops 5\n"
                               "0 api bob\n0 api bob\n");
     g_autoptr(result) r = sluice("replay", "-c", path, trace_path, NULL);
-    ck_run(r, 0,
-           "0 api big 1 allowed=1 limit=2 remaining=1 retry_after_ms=-1 reset_after_ms=1000\n"
-           "0 api big 1 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1000\n"
-           "0 api big 1 allowed=0 limit=2 remaining=0 retry_after_ms=1000 reset_after_ms=1000\n"
-           "0 api bad 1 allowed=0 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=0\n"
-           "0 api ops 5 allowed=1 limit=9223372036854775807 remaining=9223372036854775807 "
-           "retry_after_ms=-1 reset_after_ms=0\n"
-           "0 api bob 1 allowed=1 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=1000\n"
-           "0 api bob 1 allowed=0 limit=1 remaining=0 retry_after_ms=1000 reset_after_ms=1000\n"
-           "summary api calls=7 admitted=4 denied=3 permits_admitted=8 permits_denied=3\n",
-           "");
+    ck_run(
+        r, 0,
+        "0 api big 1 allowed=1 limit=2 remaining=1 retry_after_ms=-1 reset_after_ms=1000\n"
+        "0 api big 1 allowed=1 limit=2 remaining=0 retry_after_ms=-1 reset_after_ms=1000\n"
+        "0 api big 1 allowed=0 limit=2 remaining=0 retry_after_ms=1000 reset_after_ms=1000\n"
+        "0 api bad 1 allowed=0 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=0 blocked=1\n"
+        "0 api ops 5 allowed=1 limit=9223372036854775807 remaining=9223372036854775807 "
+        "retry_after_ms=-1 reset_after_ms=0\n"
+        "0 api bob 1 allowed=1 limit=1 remaining=0 retry_after_ms=-1 reset_after_ms=1000\n"
+        "0 api bob 1 allowed=0 limit=1 remaining=0 retry_after_ms=1000 reset_after_ms=1000\n"
+        "summary api calls=7 admitted=4 denied=3 permits_admitted=8 permits_denied=3\n",
+        "");
     g_unlink(trace_path);
 }
 END_TEST
@@ -811,6 +862,8 @@ int main(void)
     tcase_add_loop_test(tc, status_consumes_nothing_for_every_algorithm, 0,
                         G_N_ELEMENTS(algorithms));
     tcase_add_test(tc, reset_then_acquire_shows_a_full_limit);
+    if (!fixture_on_redis()) /* the redis backend blocks and penalizes once its scripts do */
+        tcase_add_test(tc, block_and_penalize_act_on_a_key_and_refuse_bad_arguments);
     tcase_add_test(tc, replay_prints_the_exact_decisions_of_a_trace);
     tcase_add_test(tc, replay_reads_the_trace_from_stdin);
     tcase_add_test(tc, replay_applies_overrides);

@@ -24,82 +24,82 @@ typedef struct {
 
 static const edge edges[] = {
     {"allowed: no Retry-After",
-     {TRUE, 5, 4, -1, 10000},
+     {TRUE, 5, 4, -1, 10000, FALSE},
      "RateLimit-Limit: 5\n"
      "RateLimit-Remaining: 4\n"
      "RateLimit-Reset: 10\n"},
     {"denied: seconds rounded up",
-     {FALSE, 5, 0, 7001, 9999},
+     {FALSE, 5, 0, 7001, 9999, FALSE},
      "RateLimit-Limit: 5\n"
      "RateLimit-Remaining: 0\n"
      "RateLimit-Reset: 10\n"
      "Retry-After: 8\n"},
-    {"a name with no rule: nothing", {TRUE, BIG, BIG, -1, 0}, ""},
-    {"refused before a rule decided (limit 0): nothing", {FALSE, 0, 0, -1, 0}, ""},
+    {"a name with no rule: nothing", {TRUE, BIG, BIG, -1, 0, FALSE}, ""},
+    {"refused before a rule decided (limit 0): nothing", {FALSE, 0, 0, -1, 0, FALSE}, ""},
     {"permits that can never pass: no Retry-After",
-     {FALSE, 3, 3, -1, 0},
+     {FALSE, 3, 3, -1, 0, FALSE},
      "RateLimit-Limit: 3\n"
      "RateLimit-Remaining: 3\n"
      "RateLimit-Reset: 0\n"},
     {"retry 0 ms: 0 s",
-     {FALSE, 1, 0, 0, 0},
+     {FALSE, 1, 0, 0, 0, FALSE},
      "RateLimit-Limit: 1\n"
      "RateLimit-Remaining: 0\n"
      "RateLimit-Reset: 0\n"
      "Retry-After: 0\n"},
     {"1 ms: 1 s",
-     {FALSE, 1, 0, 1, 1},
+     {FALSE, 1, 0, 1, 1, FALSE},
      "RateLimit-Limit: 1\n"
      "RateLimit-Remaining: 0\n"
      "RateLimit-Reset: 1\n"
      "Retry-After: 1\n"},
     {"1000 ms: 1 s, 1001 ms: 2 s",
-     {FALSE, 1, 0, 1000, 1001},
+     {FALSE, 1, 0, 1000, 1001, FALSE},
      "RateLimit-Limit: 1\n"
      "RateLimit-Remaining: 0\n"
      "RateLimit-Reset: 2\n"
      "Retry-After: 1\n"},
     {"allowed with a retry time: still no Retry-After",
-     {TRUE, 2, 1, 500, 500},
+     {TRUE, 2, 1, 500, 500, FALSE},
      "RateLimit-Limit: 2\n"
      "RateLimit-Remaining: 1\n"
      "RateLimit-Reset: 1\n"},
     {"seconds capped at 2^31",
-     {FALSE, 1, 0, BIG, BIG},
+     {FALSE, 1, 0, BIG, BIG, FALSE},
      "RateLimit-Limit: 1\n"
      "RateLimit-Remaining: 0\n"
      "RateLimit-Reset: 2147483648\n"
      "Retry-After: 2147483648\n"},
     {"2^31 s exactly, and 1 ms over 2^31 - 1 s",
-     {FALSE, 1, 0, G_GINT64_CONSTANT(2147483648000), G_GINT64_CONSTANT(2147483647001)},
+     {FALSE, 1, 0, G_GINT64_CONSTANT(2147483648000), G_GINT64_CONSTANT(2147483647001), FALSE},
      "RateLimit-Limit: 1\n"
      "RateLimit-Remaining: 0\n"
      "RateLimit-Reset: 2147483648\n"
      "Retry-After: 2147483648\n"},
     {"just under the cap",
-     {FALSE, 1, 0, G_GINT64_CONSTANT(2147483647000), 0},
+     {FALSE, 1, 0, G_GINT64_CONSTANT(2147483647000), 0, FALSE},
      "RateLimit-Limit: 1\n"
      "RateLimit-Remaining: 0\n"
      "RateLimit-Reset: 0\n"
      "Retry-After: 2147483647\n"},
     {"36500d, the longest window: capped",
-     {FALSE, 1, 0, G_GINT64_CONSTANT(3153600000000), 0},
+     {FALSE, 1, 0, G_GINT64_CONSTANT(3153600000000), 0, FALSE},
      "RateLimit-Limit: 1\n"
      "RateLimit-Remaining: 0\n"
      "RateLimit-Reset: 0\n"
      "Retry-After: 2147483648\n"},
     {"counts capped at 10^15 - 1",
-     {TRUE, G_GINT64_CONSTANT(1) << 50, (G_GINT64_CONSTANT(1) << 50) - 1, -1, 1},
+     {TRUE, G_GINT64_CONSTANT(1) << 50, (G_GINT64_CONSTANT(1) << 50) - 1, -1, 1, FALSE},
      "RateLimit-Limit: 999999999999999\n"
      "RateLimit-Remaining: 999999999999999\n"
      "RateLimit-Reset: 1\n"},
     {"10^15 - 1 exactly, and one under",
-     {TRUE, G_GINT64_CONSTANT(999999999999999), G_GINT64_CONSTANT(999999999999998), -1, 0},
+     {TRUE, G_GINT64_CONSTANT(999999999999999), G_GINT64_CONSTANT(999999999999998), -1, 0, FALSE},
      "RateLimit-Limit: 999999999999999\n"
      "RateLimit-Remaining: 999999999999998\n"
      "RateLimit-Reset: 0\n"},
     {"one below no rule is a limit",
-     {TRUE, BIG - 1, BIG - 1, -1, 0},
+     {TRUE, BIG - 1, BIG - 1, -1, 0, FALSE},
      "RateLimit-Limit: 999999999999999\n"
      "RateLimit-Remaining: 999999999999999\n"
      "RateLimit-Reset: 0\n"},
@@ -126,12 +126,12 @@ typedef struct {
 } bad;
 
 static const bad bads[] = {
-    {{FALSE, -1, 0, -1, 0}, "decision->limit is negative"},
-    {{FALSE, 5, -1, -1, 0}, "decision->remaining is negative"},
-    {{TRUE, 5, 6, -1, 0}, "decision->remaining is above decision->limit"},
-    {{FALSE, 5, 0, -2, 0}, "decision->retry_after_ms is below -1"},
-    {{FALSE, 5, 0, G_MININT64, 0}, "decision->retry_after_ms is below -1"},
-    {{FALSE, 5, 0, 10, -1}, "decision->reset_after_ms is negative"},
+    {{FALSE, -1, 0, -1, 0, FALSE}, "decision->limit is negative"},
+    {{FALSE, 5, -1, -1, 0, FALSE}, "decision->remaining is negative"},
+    {{TRUE, 5, 6, -1, 0, FALSE}, "decision->remaining is above decision->limit"},
+    {{FALSE, 5, 0, -2, 0, FALSE}, "decision->retry_after_ms is below -1"},
+    {{FALSE, 5, 0, G_MININT64, 0, FALSE}, "decision->retry_after_ms is below -1"},
+    {{FALSE, 5, 0, 10, -1, FALSE}, "decision->reset_after_ms is negative"},
 };
 
 START_TEST(a_decision_sluice_never_gives_is_refused)
@@ -148,7 +148,7 @@ END_TEST
 START_TEST(null_arguments_are_refused)
 {
     sluice_headers h = {.n = 2};
-    sluice_decision d = {TRUE, 1, 1, -1, 0};
+    sluice_decision d = {TRUE, 1, 1, -1, 0, FALSE};
     g_autoptr(GError) error = NULL;
     ck_assert(!sluice_headers_from_decision(NULL, &h, &error));
     ck_assert_str_eq(error->message, "decision is NULL");

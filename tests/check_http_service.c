@@ -98,11 +98,9 @@ static service *spawn(const char *const *args)
     return s;
 }
 
-/* Starts the service on a free port with this keyfile; returns once it printed its port. */
-static service *service_start(const char *config)
+/* Returns once the spawned service printed its port (into s->port). */
+static void service_started(service *s)
 {
-    const char *args[] = {"--port", "0", "--config", config, NULL};
-    service *s = spawn(args);
     char line[512];
     gsize len = 0;
     gint64 deadline = g_get_monotonic_time() + START_LIMIT_MS * 1000;
@@ -122,6 +120,14 @@ static service *service_start(const char *config)
     ck_assert_msg(sscanf(line, "http_service: listening on http://127.0.0.1:%d/", &s->port) == 1,
                   "unexpected first line: %s", line);
     ck_assert_int_gt(s->port, 0);
+}
+
+/* Starts the service on a free port with this keyfile; returns once it printed its port. */
+static service *service_start(const char *config)
+{
+    const char *args[] = {"--port", "0", "--config", config, NULL};
+    service *s = spawn(args);
+    service_started(s);
     return s;
 }
 
@@ -524,6 +530,132 @@ START_TEST(the_shipped_keyfile_limits_each_handler_on_memory)
 }
 END_TEST
 
+/* ---- a downstream that asks to wait ---------------------------------------------------- */
+
+/* A downstream service on its own thread and main context: its first answer is 429
+ * with Retry-After: 30, the others 200; it counts the requests it got. */
+typedef struct {
+    GThread *thread;
+    GMainContext *context;
+    GMainLoop *loop;
+    int port;
+    gint requests; /* atomic */
+    GMutex lock;
+    GCond ready;
+} downstream;
+
+static void downstream_request(SoupServer *server, SoupServerMessage *msg, const char *path,
+                               GHashTable *query, gpointer data)
+{
+    (void)server;
+    (void)path;
+    (void)query;
+    downstream *d = data;
+    int n = g_atomic_int_add(&d->requests, 1);
+    const char *text = n == 0 ? "busy\n" : "three results\n";
+    if (n == 0)
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Retry-After",
+                                     "30");
+    soup_server_message_set_status(msg, n == 0 ? 429 : SOUP_STATUS_OK, NULL);
+    soup_server_message_set_response(msg, "text/plain", SOUP_MEMORY_COPY, text, strlen(text));
+}
+
+static gpointer downstream_run(gpointer data)
+{
+    downstream *d = data;
+    g_main_context_push_thread_default(d->context);
+    SoupServer *server = soup_server_new(NULL, NULL);
+    soup_server_add_handler(server, NULL, downstream_request, d, NULL);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(soup_server_listen_local(server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error), "%s",
+                  error ? error->message : "");
+    GSList *uris = soup_server_get_uris(server);
+    g_mutex_lock(&d->lock);
+    d->port = g_uri_get_port(uris->data);
+    g_cond_signal(&d->ready);
+    g_mutex_unlock(&d->lock);
+    g_slist_free_full(uris, (GDestroyNotify)g_uri_unref);
+    g_main_loop_run(d->loop);
+    soup_server_disconnect(server);
+    g_object_unref(server);
+    g_main_context_pop_thread_default(d->context);
+    return NULL;
+}
+
+static downstream *downstream_start(void)
+{
+    downstream *d = g_new0(downstream, 1);
+    d->context = g_main_context_new();
+    d->loop = g_main_loop_new(d->context, FALSE);
+    g_mutex_init(&d->lock);
+    g_cond_init(&d->ready);
+    d->thread = g_thread_new("downstream", downstream_run, d);
+    g_mutex_lock(&d->lock);
+    while (d->port == 0)
+        g_cond_wait(&d->ready, &d->lock);
+    g_mutex_unlock(&d->lock);
+    return d;
+}
+
+static gboolean quit_loop(gpointer loop)
+{
+    g_main_loop_quit(loop);
+    return G_SOURCE_REMOVE;
+}
+
+static void downstream_stop(downstream *d)
+{
+    g_main_context_invoke(d->context, quit_loop, d->loop);
+    g_thread_join(d->thread);
+    g_main_loop_unref(d->loop);
+    g_main_context_unref(d->context);
+    g_mutex_clear(&d->lock);
+    g_cond_clear(&d->ready);
+    g_free(d);
+}
+
+/* /search calls the downstream; its 429 with Retry-After blocks the user's key, so
+ * that the user's next searches are denied by sluice without reaching it. */
+START_TEST(a_downstreams_429_blocks_the_callers_key)
+{
+    downstream *down = downstream_start();
+    g_autofree char *url = g_strdup_printf("http://127.0.0.1:%d/search", down->port);
+    const char *args[] = {
+        "--port",       "0", "--config", SLUICE_SOURCE_DIR "/examples/http_service.ini",
+        "--downstream", url, NULL};
+    service *s = spawn(args);
+    service_started(s);
+    g_autoptr(SoupSession) session = session_new();
+
+    reply r = call(session, s, "/search?user=alice"); /* the downstream says: wait 30 s */
+    ck_assert_uint_eq(r.status, 429);
+    ck_assert_str_eq(r.retry_after, "30");
+    reply_clear(&r);
+    ck_assert_int_eq(g_atomic_int_get(&down->requests), 1);
+    for (int i = 0; i < 3; i++) { /* alice waits, the downstream is not called */
+        r = call(session, s, "/search?user=alice");
+        ck_assert_uint_eq(r.status, 429);
+        ck_assert_int_ge(g_ascii_strtoll(r.retry_after, NULL, 10), 29);
+        ck_assert_int_le(g_ascii_strtoll(r.retry_after, NULL, 10), 30);
+        ck_assert_str_eq(r.remaining, "0");
+        reply_clear(&r);
+    }
+    ck_assert_int_eq(g_atomic_int_get(&down->requests), 1);
+    r = call(session, s, "/search?user=bob"); /* bob is not blocked */
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert_str_eq(r.limit, "10");
+    reply_clear(&r);
+    ck_assert_int_eq(g_atomic_int_get(&down->requests), 2);
+    ck_assert_uint_eq(status_of(session, s, "/search"), 400);
+
+    g_autofree char *log = service_stop(s);
+    downstream_stop(down);
+    ck_assert_ptr_nonnull(
+        strstr(log, "downstream 429: /search alice (http.search): blocked for Retry-After: 30"));
+    ck_assert_uint_eq(count(log, "denied: /search alice (http.search): 429, blocked, limit 10"), 3);
+}
+END_TEST
+
 /* ---- the limiter failing ------------------------------------------------------------- */
 
 START_TEST(a_failing_limiter_answers_503_when_the_keyfile_says_deny)
@@ -613,6 +745,7 @@ int main(void)
     suite_add_tcase(s, shared);
     TCase *alone = tcase_create("alone");
     tcase_add_test(alone, the_shipped_keyfile_limits_each_handler_on_memory);
+    tcase_add_test(alone, a_downstreams_429_blocks_the_callers_key);
     tcase_add_test(alone, a_failing_limiter_answers_503_when_the_keyfile_says_deny);
     tcase_add_test(alone, bad_options_and_keyfiles_end_it_at_once_with_a_message);
     tcase_add_test(alone, sigterm_stops_it_in_bounded_time_even_during_an_upload);

@@ -109,6 +109,8 @@ void cli_append_decision(GString *out, const sluice_decision *d, gboolean with_a
                            "limit=%" G_GINT64_FORMAT " remaining=%" G_GINT64_FORMAT
                            " retry_after_ms=%" G_GINT64_FORMAT " reset_after_ms=%" G_GINT64_FORMAT,
                            d->limit, d->remaining, d->retry_after_ms, d->reset_after_ms);
+    if (d->blocked)
+        g_string_append(out, " blocked=1");
 }
 
 void cli_append_json_string(GString *out, const char *s)
@@ -138,4 +140,6 @@ void cli_append_json_decision(GString *out, const sluice_decision *d, gboolean w
                            ",\"retry_after_ms\":%" G_GINT64_FORMAT
                            ",\"reset_after_ms\":%" G_GINT64_FORMAT,
                            d->limit, d->remaining, d->retry_after_ms, d->reset_after_ms);
+    if (d->blocked)
+        g_string_append(out, ",\"blocked\":true");
 }

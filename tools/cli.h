@@ -23,6 +23,8 @@ int cli_acquire(char **argv);
 int cli_status(char **argv);
 int cli_reset(char **argv);
 int cli_replay(char **argv);
+int cli_block(char **argv);
+int cli_penalize(char **argv);
 
 /* A subcommand's command line. */
 typedef struct {
@@ -67,11 +69,13 @@ GKeyFile *cli_keyfile_load(const char *path, GError **error);
 char *cli_keyfile_value(GKeyFile *keyfile, const char *group, const char *key);
 
 /* Appends "allowed=1 limit=5 remaining=4 retry_after_ms=-1 reset_after_ms=2000"
- * (without "allowed=..." when with_allowed is FALSE). */
+ * (without "allowed=..." when with_allowed is FALSE), and " blocked=1" for a
+ * decision a block made. */
 void cli_append_decision(GString *out, const sluice_decision *d, gboolean with_allowed);
 /* Appends s as a JSON string (null for NULL). */
 void cli_append_json_string(GString *out, const char *s);
-/* Appends the decision's fields as JSON members: "allowed":true,"limit":5,... */
+/* Appends the decision's fields as JSON members: "allowed":true,"limit":5,...
+ * ("blocked":true for a decision a block made). */
 void cli_append_json_decision(GString *out, const sluice_decision *d, gboolean with_allowed);
 
 #endif

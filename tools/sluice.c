@@ -16,6 +16,8 @@ static const command commands[] = {
     {"acquire", "ask a limit for permits once and print the decision", cli_acquire},
     {"status", "show the state of limits without consuming anything", cli_status},
     {"reset", "forget a limit's state, so that it is full again", cli_reset},
+    {"block", "deny every call of a key for a while, on every process", cli_block},
+    {"penalize", "take permits of a key without a call, so that it waits longer", cli_penalize},
     {"replay", "replay a traffic trace against a keyfile in virtual time", cli_replay},
 };
 
@@ -30,11 +32,11 @@ static const command *find_command(const char *name)
 static void usage(FILE *out)
 {
     fputs("Usage:\n  sluice COMMAND [OPTION…] [ARGUMENT…]\n  sluice COMMAND --help\n\n"
-          "Lint, try, replay, inspect and reset the rate limits of a sluice keyfile.\n\n"
+          "Lint, try, replay, inspect, reset and block the rate limits of a sluice keyfile.\n\n"
           "Commands:\n",
           out);
     for (gsize i = 0; i < G_N_ELEMENTS(commands); i++)
-        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fputs("\nOptions:\n  -h, --help     Show this help and exit\n"
           "  --version      Show the version and exit\n\n"
           "Exit status: 0 done (acquire: allowed; lint: valid), 1 acquire denied or lint\n"

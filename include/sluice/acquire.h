@@ -24,6 +24,9 @@ typedef struct {
     gint64 remaining;      /**< permits that could still pass now                 */
     gint64 retry_after_ms; /**< -1 when allowed, and when `permits` can never pass */
     gint64 reset_after_ms; /**< until the limiter is back to full capacity        */
+    gboolean blocked;      /**< denied by a block (sluice_block, or the key's
+                            * override `blocked`), not by the limit; retry_after_ms
+                            * says when the block ends (-1: never)             */
 } sluice_decision;
 
 /** One decision for `permits` permits of the limit `name`, for the caller `key`

@@ -78,8 +78,10 @@ SLUICE_API guint sluice_rule_bands(const char *name, sluice_band_info *out, guin
                                    GError **error);
 
 /** Forgets the state of the limit `name` for `key` (NULL: no key; ignored when the
- * rule says per_key = false), so that it is back to full capacity: on Redis, DEL
- * of its keys; concurrency leases are dropped and callers waiting for them woken.
+ * rule says per_key = false), so that it is back to full capacity, its block and
+ * penalties lifted with it (and this process's denial cache forgets the key): on
+ * Redis, DEL of its keys; concurrency leases are dropped and callers waiting for
+ * them woken.
  * Other keys of the limit keep their state. A name sluice has no limiter for has
  * nothing to forget: TRUE. Bad arguments are SLUICE_ERROR_INVALID_ARGUMENT (as
  * for sluice_acquire); before sluice_init SLUICE_ERROR_NOT_INITIALIZED; a backend

@@ -15,6 +15,7 @@
 #include <sluice/macros.h>
 #include <sluice/stats.h>
 #include <sluice/admin.h>
+#include <sluice/policy.h>
 #include <sluice/clock.h>
 #include <sluice/headers.h>
 

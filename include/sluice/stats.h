@@ -33,6 +33,9 @@ typedef struct {
     guint64 prefetched;     /**< allowed from permits this process had prefetched from
                              * Redis, with no round trip (also counted in allowed; a
                              * memory-backend thread's hand is not counted here)     */
+    guint64 blocked;        /**< denied by a block (sluice_block, an override's
+                             * `blocked`), not by the limit (also counted in denied;
+                             * under mode = shadow a block counts as shadow_denied) */
     guint64 latency_ns_sum; /**< total time of the timed decisions */
     guint64 latency[SLUICE_STATS_BUCKETS]; /**< timed decisions by duration, above  */
     /** Not a counter: the current limit of an adaptive rule (algorithm = adaptive)
@@ -71,7 +74,8 @@ SLUICE_API gboolean sluice_stats_get(const char *name, sluice_stats *out, GError
 /** The stats of every limit and decorated function in the Prometheus text
  * exposition format (version 0.0.4): sluice_decisions_total{name,outcome},
  * sluice_waited_total{name}, sluice_degraded_total{name},
- * sluice_cached_denials_total{name}, sluice_prefetched_total{name}, the histogram
+ * sluice_cached_denials_total{name}, sluice_prefetched_total{name},
+ * sluice_blocked_total{name}, the histogram
  * sluice_decision_seconds{name}, and per decorated function
  * sluice_function_decisions_total{name,function,site,outcome} and
  * sluice_function_degraded_total{name,function,site}; for each rule with bands

@@ -76,6 +76,15 @@ static SLUICE__OUT_OF_LINE gboolean decide_under_lock(sluice__backend *backend,
         pthread_mutex_unlock(&store->lock); /* a reload made the key blocked or unlimited */
         return TRUE;
     }
+    if (!key && G_UNLIKELY(store->blocked_until != 0)) { /* sluice_block without a key */
+        if (now < store->blocked_until) {
+            sluice__blocked_verdict(sluice__rule_capacity(rule), store->blocked_until, now,
+                                    verdict);
+            pthread_mutex_unlock(&store->lock);
+            return TRUE;
+        }
+        sluice__memory_block_keyless(store, rule, 0); /* over: lock-free again */
+    }
     if (!key && lock_free(rule)) {
         /* the rule changed to one kept lock-free since it was read */
         pthread_mutex_unlock(&store->lock);
@@ -109,8 +118,12 @@ gboolean sluice__memory_decide(sluice__backend *backend, sluice__limiter *limite
             return TRUE;
         }
         pthread_mutex_lock(&store->lock); /* laid out for another rule: lay it out anew */
-        sluice__memory_reshape(store, newest(limiter, rule));
+        gboolean blocked = store->blocked_until != 0;
+        if (!blocked)
+            sluice__memory_reshape(store, newest(limiter, rule));
         pthread_mutex_unlock(&store->lock);
+        if (blocked) /* decided under the lock, where the block is */
+            break;
     }
     return decide_under_lock(backend, limiter, rule, key, permits, reserve_us, verdict, error);
 }
@@ -132,6 +145,79 @@ static void memory_release(sluice__backend *backend, sluice__limiter *limiter,
     pthread_mutex_unlock(&store->lock);
 }
 
+/* Takes the store's lock, laid out for the newest rule, for a change at *now_us
+ * (*epoch_us) of key's states: *rule becomes the rule found for the key now (the
+ * caller's unless a reload came between). */
+static void lock_for_key(sluice__memory_store *store, sluice__limiter *limiter,
+                         const sluice__rule **rule, const char *key, gint64 *now_us,
+                         gint64 *epoch_us)
+{
+    const sluice__rule *found = *rule;
+    lock_in_order(store, limiter, rule, now_us, epoch_us);
+    sluice__memory_reshape(store, *rule);
+    if (key)
+        *rule = sluice__rule_now(*rule, found, key);
+}
+
+/* A penalty of `permits` (block_us < 0) or a block of block_us for key under rule:
+ * the memory backend's penalize and block. */
+static gboolean apply_policy(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
+                             gint64 permits, gint64 block_us)
+{
+    sluice__memory_store *store = limiter->memory;
+    gint64 now, epoch;
+    lock_for_key(store, limiter, &rule, key, &now, &epoch);
+    if (block_us >= 0) {
+        gint64 until = block_us > 0 ? now + block_us : 0;
+        if (key) {
+            sluice__state *s = sluice__keyed_get(store, rule, key, now);
+            s->blocked_until = until;
+            s->idle_at = MAX(s->idle_at, until); /* not swept before it ends */
+        } else {
+            sluice__memory_block_keyless(store, rule, until);
+        }
+    } else if (rule->kind != SLUICE__KIND_LIMIT || rule->algorithm == SLUICE__CONCURRENCY) {
+        /* a reload since: nothing to take */
+    } else if (key) {
+        sluice__penalize(rule, sluice__keyed_get(store, rule, key, now), now, epoch, permits);
+    } else if (!lock_free(rule)) {
+        sluice__penalize(rule, store->keyless, now, epoch, permits);
+    } else { /* the lock-free state, held as a writer */
+        sluice__hot_state *hot = &store->hot;
+        guint n = sluice__rule_bands(rule);
+        sluice__state states[1 + SLUICE__MAX_BANDS];
+        sluice__hot_band seen[1 + SLUICE__MAX_BANDS];
+        guint64 held = sluice__hot_enter(hot);
+        sluice__hot_load(hot, states, seen, n);
+        now = MAX(now, SLUICE__HOT_LOAD(hot->decided)); /* not before the last admission */
+        epoch = rule->epoch ? sluice__memory_since_epoch(now) : now;
+        sluice__penalize(rule, states, now, epoch, permits);
+        sluice__hot_store(hot, states, n);
+        SLUICE__HOT_STORE(hot->decided, now);
+        sluice__hot_leave(hot, held);
+    }
+    pthread_mutex_unlock(&store->lock);
+    return TRUE;
+}
+
+static gboolean memory_penalize(sluice__backend *backend, sluice__limiter *limiter,
+                                const sluice__rule *rule, const char *key, gint64 permits,
+                                GError **error)
+{
+    (void)backend;
+    (void)error;
+    return apply_policy(limiter, rule, key, permits, -1);
+}
+
+static gboolean memory_block(sluice__backend *backend, sluice__limiter *limiter,
+                             const sluice__rule *rule, const char *key, gint64 duration_us,
+                             GError **error)
+{
+    (void)backend;
+    (void)error;
+    return apply_policy(limiter, rule, key, 0, duration_us);
+}
+
 static gboolean memory_reset(sluice__backend *backend, sluice__limiter *limiter, const char *key,
                              GError **error)
 {
@@ -145,6 +231,7 @@ static gboolean memory_reset(sluice__backend *backend, sluice__limiter *limiter,
     } else {
         sluice__memory_keyless_clear(store);
         sluice__hot_clear(&store->hot);
+        store->blocked_until = 0; /* the next decision lays the lock-free state out again */
     }
     pthread_mutex_unlock(&store->lock);
     return TRUE;
@@ -159,6 +246,8 @@ static const sluice__backend_funcs memory_funcs = {
     .name = "memory",
     .decide = sluice__memory_decide,
     .release = memory_release,
+    .penalize = memory_penalize,
+    .block = memory_block,
     .reset = memory_reset,
     .free = memory_free,
 };

@@ -36,8 +36,11 @@ gboolean sluice__hand_take(gconstpointer owner, guint64 generation, const sluice
         return FALSE;
     h->left -= permits;
     gint64 aged = MAX(0, now_us - h->decided_us);
-    *v = (sluice__verdict){TRUE, h->limit, h->left, -1, MAX(0, h->reset_after_us - aged),
-                           0,    0,        FALSE,   0};
+    *v = (sluice__verdict){.allowed = TRUE,
+                           .limit = h->limit,
+                           .remaining = h->left,
+                           .retry_after_us = -1,
+                           .reset_after_us = MAX(0, h->reset_after_us - aged)};
     return TRUE;
 }
 

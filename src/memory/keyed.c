@@ -53,6 +53,14 @@ void sluice__keyed_decide(sluice__memory_store *store, const sluice__rule *rule,
 {
     sluice__keyed_states *k = g_hash_table_lookup(store->keyed, key);
     if (k) {
+        if (G_UNLIKELY(k->s[0].blocked_until != 0)) { /* sluice_block */
+            if (now_us < k->s[0].blocked_until) {
+                sluice__blocked_verdict(sluice__rule_capacity(rule), k->s[0].blocked_until, now_us,
+                                        verdict);
+                return;
+            }
+            k->s[0].blocked_until = 0;
+        }
         sluice__decide(rule, k->s, now_us, epoch_us, permits, reserve_us, verdict);
         return;
     }
@@ -70,6 +78,19 @@ void sluice__keyed_decide(sluice__memory_store *store, const sluice__rule *rule,
         memcpy(k->s, fresh, n * sizeof fresh[0]);
         g_hash_table_insert(store->keyed, g_strdup(key), k);
     }
+}
+
+sluice__state *sluice__keyed_get(sluice__memory_store *store, const sluice__rule *rule,
+                                 const char *key, gint64 now_us)
+{
+    sluice__keyed_states *k = g_hash_table_lookup(store->keyed, key);
+    if (!k) {
+        if (g_hash_table_size(store->keyed) >= store->sweep_at)
+            sweep(store, now_us);
+        k = sluice__keyed_states_new(sluice__rule_bands(rule));
+        g_hash_table_insert(store->keyed, g_strdup(key), k);
+    }
+    return k->s;
 }
 
 sluice__state *sluice__keyed_lookup(sluice__memory_store *store, const char *key)

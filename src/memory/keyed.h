@@ -32,6 +32,11 @@ void sluice__keyed_decide(sluice__memory_store *store, const sluice__rule *rule,
                           gint64 now_us, gint64 epoch_us, gint64 permits, gint64 reserve_us,
                           sluice__verdict *verdict);
 
+/* With the lock held: key's states under rule (found for the key), made fresh when
+ * it has none (a block or a penalty keeps a state that no admission made). */
+sluice__state *sluice__keyed_get(sluice__memory_store *store, const sluice__rule *rule,
+                                 const char *key, gint64 now_us);
+
 /* With the lock held: key's states, or NULL when it has none. */
 sluice__state *sluice__keyed_lookup(sluice__memory_store *store, const char *key);
 

@@ -61,9 +61,19 @@ static void reshape_hot(sluice__memory_store *store, const sluice__rule *rule, h
         }
         sluice__hot_store(hot, moved, G_N_ELEMENTS(moved));
     }
-    __atomic_store_n(&hot->rule, rule, __ATOMIC_RELAXED);
+    /* a block of calls without a key keeps them off the lock-free path */
+    __atomic_store_n(&hot->rule, store->blocked_until ? NULL : rule, __ATOMIC_RELAXED);
     __atomic_store_n(&hot->generation, hot->generation + 1, __ATOMIC_RELAXED);
     sluice__hot_leave(hot, held);
+}
+
+void sluice__memory_block_keyless(sluice__memory_store *store, const sluice__rule *rule,
+                                  gint64 until_us)
+{
+    store->blocked_until = until_us;
+    store->keyless[0].idle_at = MAX(store->keyless[0].idle_at, until_us);
+    if (store->shaped && store->laid_for == rule)
+        reshape_hot(store, rule, HOT_KEEP);
 }
 
 /* Lays each key's states out for its rule under `rule` (an override's, or rule's
@@ -90,8 +100,10 @@ static void remap_keyed(sluice__memory_store *store, const sluice__rule *rule)
 SLUICE__OUT_OF_LINE void sluice__memory_reshape(sluice__memory_store *store,
                                                 const sluice__rule *rule)
 {
-    if (__atomic_load_n(&store->hot.rule, __ATOMIC_RELAXED) == rule)
+    if (__atomic_load_n(&store->hot.rule, __ATOMIC_RELAXED) == rule ||
+        (store->blocked_until && store->laid_for == rule))
         return; /* rules are interned: one pointer per rule */
+    store->laid_for = rule;
     if (store->shaped && sluice__rule_same_state(&store->shape, rule)) {
         gboolean kept = same_bands(&store->shape, rule);
         if (!kept || store->shape.overrides != rule->overrides)
@@ -107,6 +119,7 @@ SLUICE__OUT_OF_LINE void sluice__memory_reshape(sluice__memory_store *store,
     }
     sluice__keyed_clear(store);
     sluice__memory_keyless_clear(store);
+    store->blocked_until = 0; /* a block is kept with the state, as on Redis */
     reshape_hot(store, rule, HOT_CLEAR);
     store->shape = *rule;
     store->shaped = TRUE;

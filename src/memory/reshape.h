@@ -13,4 +13,10 @@
  * for another rule start again. */
 void sluice__memory_reshape(sluice__memory_store *store, const sluice__rule *rule);
 
+/* With the lock held, the store laid out for rule: blocks the calls without a key
+ * until until_us (0: lifts the block). While blocked they are decided under the lock,
+ * where the block is seen, not on the lock-free state. */
+void sluice__memory_block_keyless(sluice__memory_store *store, const sluice__rule *rule,
+                                  gint64 until_us);
+
 #endif

@@ -23,9 +23,12 @@ struct sluice__memory_store {
     gboolean shaped;    /* `shape` is set                                   */
     sluice__rule shape; /* the rule the states below were kept under        */
     sluice__state keyless[1 + SLUICE__MAX_BANDS];
-    GHashTable *keyed;    /* char * -> sluice__keyed_states * (src/memory/keyed.h) */
-    guint sweep_at;       /* sweep when the table reaches this size           */
-    guint64 fork_version; /* the version hot had when fork() held it          */
+    GHashTable *keyed;            /* char * -> sluice__keyed_states * (src/memory/keyed.h) */
+    guint sweep_at;               /* sweep when the table reaches this size           */
+    gint64 blocked_until;         /* a block of calls without a key (sluice_block), 0: none;
+                                   * while set, hot.rule is NULL: no lock-free decision   */
+    const sluice__rule *laid_for; /* the rule the store was last laid out for   */
+    guint64 fork_version;         /* the version hot had when fork() held it          */
 };
 
 /* With the lock held: every state of calls without a key under the lock back to

@@ -107,6 +107,7 @@ gboolean sluice__redis_script_verdict(const redisReply *reply, sluice__verdict *
         /* the bands that refused; admitted, only shadow bands can have */
         v->refused = (guint)reply->element[7]->integer;
         v->shadow_denied = v->allowed && v->refused != 0;
+        v->blocked = FALSE;
     }
     return TRUE;
 }
