@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* bench_redis: how fast the redis backend decides, on 1 and 16 threads, next to
- * redis-benchmark on PING and on EVALSHA of the same script with the same arguments.
+ * redis-benchmark on PING and on the script call sluice sends, with the same arguments.
  *
- * One run, one redis-server: the program starts its own on a free 127.0.0.1 port, SCRIPT
- * LOADs lua/token_bucket.lua, lets sluice make one decision and takes the EVALSHA that
- * sluice sent from the server's SLOWLOG, so that redis-benchmark runs exactly that command.
- * Every run lasts about RUN_NS; a sluice run records the latency of each call in arrays
- * allocated before it starts. Reference rows run PING and that EVALSHA through plain
+ * One run, one redis-server: the program starts its own on a free 127.0.0.1 port, lets
+ * sluice make one decision (which loads sluice's Function library) and takes the script
+ * call that sluice sent (FCALL; EVALSHA on a server without Functions) from the server's
+ * SLOWLOG, so that redis-benchmark runs exactly that command. Every run lasts about RUN_NS;
+ * a sluice run records the latency of each call in arrays allocated before it starts.
+ * Reference rows run PING and that call through plain
  * blocking hiredis connections in this process, timed the same way, to tell the round
  * trip, the script and sluice's own cost apart. Prints one table and the targets
  * (PASS/MISS). It exits 0 whatever the figures are (a benchmark, not a test), and 1 when
@@ -28,10 +29,6 @@
 #include "bench_redis.h"
 #include "setup.h"
 #include "timing.h"
-
-#ifndef SLUICE_BENCH_LUA_DIR
-#error "SLUICE_BENCH_LUA_DIR: the lua/ directory of the source tree"
-#endif
 
 #define WATCHDOG_S 480 /* the whole program: killed, with its server, after this */
 
@@ -161,28 +158,9 @@ static redisReply *ask(redisContext *ctx, GError **error, const char *format, ..
     return r;
 }
 
-/* SCRIPT LOADs lua/SCRIPT_NAME.lua behind lua/prelude.lua, as the build embeds it;
- * its sha (g_free it), or NULL and *error. */
-static char *load_script(redisContext *ctl, GError **error)
-{
-    g_autofree char *prelude = NULL, *script = NULL;
-    if (!g_file_get_contents(SLUICE_BENCH_LUA_DIR "/prelude.lua", &prelude, NULL, error) ||
-        !g_file_get_contents(SLUICE_BENCH_LUA_DIR "/" SCRIPT_NAME ".lua", &script, NULL, error))
-        return NULL;
-    g_autofree char *source = g_strconcat(prelude, "\n", script, NULL);
-    gsize len = strlen(source);
-    redisReply *r = ask(ctl, error, "SCRIPT LOAD %b", source, len);
-    if (!r)
-        return NULL;
-    char *sha = r->type == REDIS_REPLY_STRING ? g_strdup(r->str) : NULL;
-    freeReplyObject(r);
-    if (!sha)
-        g_set_error(error, BENCH_ERROR, 1, "SCRIPT LOAD: the reply is not a sha");
-    return sha;
-}
-
 /* Makes one decision with the server's SLOWLOG logging every command, and returns
- * the EVALSHA that sluice sent (g_strfreev it), or NULL and *error. */
+ * the script call that sluice sent (FCALL, or EVALSHA on a server without
+ * Functions; g_strfreev it), or NULL and *error. */
 static char **capture_evalsha(redisContext *ctl, GError **error)
 {
     redisReply *old = ask(ctl, error, "CONFIG GET slowlog-log-slower-than");
@@ -227,7 +205,8 @@ static char **capture_evalsha(redisContext *ctl, GError **error)
             continue;
         redisReply *args = entry->element[3];
         if (args->type != REDIS_REPLY_ARRAY || args->elements < 2 ||
-            g_ascii_strcasecmp(args->element[0]->str, "EVALSHA") != 0)
+            (g_ascii_strcasecmp(args->element[0]->str, "FCALL") != 0 &&
+             g_ascii_strcasecmp(args->element[0]->str, "EVALSHA") != 0))
             continue;
         argv = g_new0(char *, args->elements + 1);
         for (size_t k = 0; k < args->elements; k++)
@@ -235,7 +214,8 @@ static char **capture_evalsha(redisContext *ctl, GError **error)
     }
     freeReplyObject(log);
     if (!argv)
-        g_set_error(error, BENCH_ERROR, 1, "the SLOWLOG holds no EVALSHA of sluice's decision");
+        g_set_error(error, BENCH_ERROR, 1,
+                    "the SLOWLOG holds no FCALL or EVALSHA of sluice's decision");
     return argv;
 }
 
@@ -245,10 +225,11 @@ static gboolean check_command(redisContext *ctl, char **argv, GError **error)
 {
     int argc = (int)g_strv_length(argv);
     redisReply *r = redisCommandArgv(ctl, argc, (const char **)(void *)argv, NULL);
-    gboolean ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == SCRIPT_REPLY &&
+    gboolean ok = r && r->type == REDIS_REPLY_ARRAY && r->elements >= SCRIPT_REPLY &&
                   r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
     if (!ok)
-        g_set_error(error, BENCH_ERROR, 1, "the captured EVALSHA does not answer an admission: %s",
+        g_set_error(error, BENCH_ERROR, 1,
+                    "the captured script call does not answer an admission: %s",
                     !r                             ? ctl->errstr
                     : r->type == REDIS_REPLY_ERROR ? r->str
                                                    : "unexpected reply");
@@ -264,7 +245,7 @@ int main(int argc, char **argv)
     g_autoptr(GError) error = NULL;
     test_redis *s = NULL;
     redisContext *ctl = NULL;
-    g_autofree char *sha = NULL, *keyfile = NULL, *tool = NULL;
+    g_autofree char *keyfile = NULL, *tool = NULL;
     g_auto(GStrv) evalsha = NULL;
     gboolean initialized = FALSE;
     int status = 1;
@@ -302,11 +283,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_redis: cannot connect to redis-server on port %d\n", s->port);
         goto out;
     }
-    sha = load_script(ctl, &error);
-    if (!sha) {
-        fprintf(stderr, "bench_redis: %s\n", error->message);
-        goto out;
-    }
     keyfile = g_strdup_printf(keyfile_format, s->port, PREFETCH);
     initialized = bench_init(keyfile, &error);
     if (!initialized) {
@@ -327,12 +303,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_redis: %s\n", error->message);
         goto out;
     }
-    if (strcmp(evalsha[1], sha) != 0) {
-        fprintf(stderr, "bench_redis: sluice runs the script %s, lua/%s.lua is %s (stale build?)\n",
-                evalsha[1], SCRIPT_NAME, sha);
-        goto out;
-    }
-
     if (measure_all(s, evalsha, tool, &error))
         status = 0;
     else

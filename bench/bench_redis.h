@@ -19,8 +19,8 @@
 #define LIMIT_NAME    "bench.redis"
 #define PREFETCH_NAME "bench.prefetch" /* the same rule with prefetch = PREFETCH */
 #define PREFETCH      100
-/* the decision scripts' reply: allowed, limit, remaining, retry, reset, wait, leased, band */
-#define SCRIPT_REPLY      8
+/* the decision scripts' shortest reply, an admission's: 1, remaining, reset */
+#define SCRIPT_REPLY      3
 #define TARGET_PREFETCH_X 10.0 /* prefetch, 16 threads: this many times EVALSHA -c 16 */
 #define SCRIPT_NAME       "token_bucket"
 

@@ -48,7 +48,7 @@ static int call_once(const worker *w, redisContext *ctx, int argc)
     int verdict = SLUICE_FAILED;
     if (r && w->kind == CALL_HIREDIS_PING)
         verdict = r->type == REDIS_REPLY_STATUS ? SLUICE_ALLOWED : SLUICE_FAILED;
-    else if (r && r->type == REDIS_REPLY_ARRAY && r->elements == SCRIPT_REPLY)
+    else if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= SCRIPT_REPLY)
         verdict = r->element[0]->integer == 1 ? SLUICE_ALLOWED : SLUICE_DENIED;
     if (r)
         freeReplyObject(r);
@@ -93,7 +93,7 @@ static gpointer work(gpointer p)
     w->end_ns = t;
     if (ctx)
         redisFree(ctx);
-    else if (w->kind != CALL_SLUICE)
+    else if (!sluice)
         w->errors = 1; /* no connection */
     return NULL;
 }

@@ -1,41 +1,56 @@
 -- SPDX-License-Identifier: MIT
 -- sluice fixed_window: count + permits <= limit in a window of window_us that starts at its first admitted hit, or at a multiple of window_us since the epoch (mirrors src/algorithm.c).
 --
--- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us
---   [bands shadow_bands (limit window_us burst)...], with 1 key per band: run_bands (prelude.lua)
---   op: "acquire" | "release" (release does nothing here and answers as a peek)
---   anchor: "1" = epoch (a new window starts at the last multiple of window_us of now)
---   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
--- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased,
--- shadow_denied}, µs.
--- State (string, PX = ceil(reset/1000) + 1 ms): start and count, packed (pack_state
--- 'B<d<d').
+-- decide (anchor = first_hit, Redis time): ARGV permits, limit, window_ms.
+--   State: the count in decimal (INCRBY), the window in the key's TTL: the window
+--   starts when the key is made and ends when it expires, so a decision needs no
+--   TIME and no GET. A denied call gives back what INCRBY took (DECRBY).
+-- exact (anchor = epoch, or a virtual clock): ARGV permits, limit, window_us, anchor
+--   (1 = epoch: a window starts at the last multiple of window_us of now), now_us
+--   (absent: Redis TIME).
+--   State: start and count, packed ('B<d<d'), PX = ceil(reset / 1000) + 1 ms.
+-- bands: run_bands (prelude.lua); each band's state as exact's.
+-- Each path reads the other's state: a count is a window that ends with the key.
+-- A denial stays as it is until its retry: nothing to age it with.
 
--- idiv, px, now_us, sizing, zadd_range, pack_state and unpack_state come from
--- prelude.lua, prepended at build time
+-- The window a state holds at now: start and count (0, 0 when none holds)
+local function window_of(key, stored, now, w)
+  if #stored == 17 then
+    local f, start, count = struct.unpack('B<d<d', stored)
+    if f ~= STATE_FORMAT then bad_state(key) end
+    if now < start + w then return start, count end
+    return 0, 0
+  end
+  local count = tonumber(stored)
+  if not count or string.find(stored, '[^0-9]') then bad_state(key) end
+  local ttl = redis.call('PTTL', key)
+  if ttl < 0 then return 0, 0 end
+  return now + ttl * 1000 - w, count
+end
 
-local function band(key, seq, limit, w, burst, permits, reserve, now, commit)
+local function band(key, seq, limit, w, burst, permits, reserve, now, virtual, commit, epoch)
   local capacity = limit
   local need, consume = sizing(permits, capacity)
   if not commit then consume = false end
 
   local start, count = now, 0
-  if ARGV[5] == '1' then
+  if epoch then
     local phase = now - idiv(now, w) * w -- C's now % w
     if phase < 0 then phase = phase + w end
     start = now - phase
   end
   local stored = redis.call('GET', key)
   if stored then
-    local a, b = unpack_state('B<d<d', stored)
-    if now < a + w then start, count = a, b end
+    local a, b = window_of(key, stored, now, w)
+    if b > 0 then start, count = a, b end
   end
 
   local allowed = count + need <= limit
   if allowed and consume then
     count = count + need
     -- reset after an admission is (start - now) + w > 0
-    redis.call('SET', key, pack_state('B<d<d', start, count), 'PX', px((start - now) + w))
+    redis.call('SET', key, struct.pack('B<d<d', STATE_FORMAT, start, count), 'PX',
+               px((start - now) + w, virtual))
   end
   local remaining = limit - count
   -- differences first: every intermediate stays a small exact integer
@@ -45,4 +60,55 @@ local function band(key, seq, limit, w, burst, permits, reserve, now, commit)
   return {allowed and 1 or 0, capacity, remaining, retry, reset, 0, 0}
 end
 
-return run_bands(band)
+local function exact(KEYS, ARGV)
+  local now, virtual = clock(ARGV[5])
+  return compact(band(KEYS[1], nil, tonumber(ARGV[2]), tonumber(ARGV[3]), 0, tonumber(ARGV[1]), 0,
+                      now, virtual, true, ARGV[4] == '1'), 8)
+end
+
+-- decide on a state that is not a count (another layout's): as exact does
+local function decide_on_packed(KEYS, ARGV)
+  return exact(KEYS, {ARGV[1], ARGV[2], ARGV[3] * 1000, '0'})
+end
+
+local function decide(KEYS, ARGV)
+  local key = KEYS[1]
+  local permits, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+  if permits > 0 and permits <= limit then
+    local count = redis.pcall('INCRBY', key, permits)
+    if type(count) == 'table' then return decide_on_packed(KEYS, ARGV) end
+    if count == permits then -- a new window
+      redis.call('PEXPIRE', key, ARGV[3])
+      return {1, limit - count, ARGV[3] * 1000}
+    end
+    local ttl = redis.call('PTTL', key)
+    if ttl < 0 then -- a count without a window (not sluice's): one from now
+      redis.call('PEXPIRE', key, ARGV[3])
+      ttl = tonumber(ARGV[3])
+    end
+    if count <= limit then return {1, limit - count, ttl * 1000} end
+    redis.call('DECRBY', key, permits)
+    count = count - permits
+    return {0, limit - count, ttl * 1000, ttl * 1000}
+  end
+  -- a peek, or more than the limit: nothing taken
+  local stored = redis.call('GET', key)
+  local count, ttl = 0, 0
+  if stored then
+    if #stored == 17 then return decide_on_packed(KEYS, ARGV) end
+    count = tonumber(stored)
+    if not count or string.find(stored, '[^0-9]') then bad_state(key) end
+    ttl = redis.call('PTTL', key)
+    if ttl < 0 then count, ttl = 0, 0 end
+  end
+  local need = permits > 0 and permits or 1
+  if count + need <= limit then return {1, limit - count, ttl * 1000} end
+  return {0, limit - count, ttl * 1000, ttl * 1000}
+end
+
+local function bands(KEYS, ARGV)
+  local epoch = ARGV[3] == '1'
+  return run_bands(function(key, seq, l, w, b, permits, reserve, now, virtual, commit)
+    return band(key, seq, l, w, b, permits, reserve, now, virtual, commit, epoch)
+  end, KEYS, ARGV)
+end

@@ -1,22 +1,37 @@
 -- SPDX-License-Identifier: MIT
--- sluice gcra: the generic cell rate algorithm with redis-cell's CL.THROTTLE semantics, the emission interval exact (mirrors src/algorithm.c).
+-- gcra: the generic cell rate algorithm with redis-cell's CL.THROTTLE semantics, the emission interval exact (mirrors src/algorithm.c).
 --
--- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us
---   [bands shadow_bands (limit window_us burst)...], with 1 key per band: run_bands (prelude.lua)
---   op: "acquire" | "release" (release does nothing here and answers as a peek)
---   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
--- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased,
--- shadow_denied}, µs.
--- State (string, PX = ceil(reset/1000) + 1 ms): the theoretical arrival time as a
--- span (µs and 1/d-ths of a µs) and d (= limit when written), packed (pack_state
--- 'B<d<d<d'); a state of the previous layout (the time in decimal µs) is read as such.
--- Emission interval T = window / limit, delay variation tolerance = burst * T.
--- anchor and reserve_us are unused.
+-- Emission interval T = window / limit, delay variation tolerance DVT = burst * T.
+-- decide (T a whole number of µs and (burst + 1) * T <= 2^52, which the client
+--   checks): ARGV permits, T, burst, now_us (absent: Redis TIME). Every number is a
+--   whole µs below 2^53.
+--   State: the theoretical arrival time in whole µs, packed ('B<d').
+-- exact (any rule): ARGV permits, limit, window_us, burst, now_us (absent: Redis TIME).
+--   Times and durations are spans (prelude.lua).
+--   State: the theoretical arrival time as a span (µs and 1/d-ths of a µs) and d
+--   (= limit when written), packed ('B<d<d<d'); a time in decimal µs (an older
+--   layout) is read as such.
+-- bands: run_bands (prelude.lua); each band's state as exact's.
+-- Each path reads the other's state (a time past a whole µs rounded up to the next).
+-- PX = ceil(reset / 1000) + 1 ms. A denial carries tat - now, as a span (exact: its
+-- µs and 1/limit-ths; decide: its µs): the client ages it exactly.
 
--- idiv, px, now_us, sizing, zadd_range, pack_state, unpack_state and the span
--- helpers come from prelude.lua, prepended at build time
+-- The theoretical arrival time a state holds, as a span in 1/l-ths of a µs (l nil:
+-- in whole µs, a fraction rounded up).
+local function tat_of(key, stored, l)
+  local n = #stored
+  if n == 9 then
+    local f, tat = struct.unpack('B<d', stored)
+    if f == STATE_FORMAT then return tat, 0 end
+  elseif n == 25 then
+    local f, aq, ar, d = struct.unpack('B<d<d<d', stored)
+    if f == STATE_FORMAT then return stored_time(l or 0, aq, ar, d) end
+  end
+  if string.find(stored, '^%d+$') then return tonumber(stored), 0 end
+  bad_state(key)
+end
 
-local function band(key, seq, l, w, burst, permits, reserve, now, commit)
+local function band(key, seq, l, w, burst, permits, reserve, now, virtual, commit)
   local capacity = burst
   local need, consume = sizing(permits, capacity)
   if not commit then consume = false end
@@ -28,13 +43,7 @@ local function band(key, seq, l, w, burst, permits, reserve, now, commit)
   local ttq, ttr = 0, 0
   local stored = redis.call('GET', key)
   if stored then
-    local aq, ar, d
-    if string.find(stored, '^%d+$') then
-      aq, ar, d = tonumber(stored), 0, l
-    else
-      aq, ar, d = unpack_state('B<d<d<d', stored)
-    end
-    aq, ar = stored_time(l, aq, ar, d)
+    local aq, ar = tat_of(key, stored, l)
     if not span_le(aq, ar, now, 0) then ttq, ttr = span_sub(l, aq, ar, now, 0) end
   end
   local nq, nr = span_add(l, ttq, ttr, times_t(l, tq, tr, need))
@@ -42,7 +51,8 @@ local function band(key, seq, l, w, burst, permits, reserve, now, commit)
   local allowed = span_le(nq, nr, dvq, dvr) -- now >= allow_at = new_tat - DVT
   if allowed and consume then
     ttq, ttr = nq, nr -- > 0
-    redis.call('SET', key, pack_state('B<d<d<d', now + nq, nr, l), 'PX', px(span_ceil(nq, nr)))
+    redis.call('SET', key, struct.pack('B<d<d<d', STATE_FORMAT, now + nq, nr, l), 'PX',
+               px(span_ceil(nq, nr), virtual))
   end
   local remaining = 0
   if not span_le(dvq, dvr, ttq, ttr) then
@@ -50,7 +60,50 @@ local function band(key, seq, l, w, burst, permits, reserve, now, commit)
   end
   local retry = allowed and -1 or span_ceil(span_sub(l, nq, nr, dvq, dvr))
   if permits > capacity then allowed, retry = false, -1 end
-  return {allowed and 1 or 0, capacity, remaining, retry, span_ceil(ttq, ttr), 0, 0}
+  return {allowed and 1 or 0, capacity, remaining, retry, span_ceil(ttq, ttr), 0, 0, ttq, ttr}
 end
 
-return run_bands(band)
+local function exact(KEYS, ARGV)
+  local now, virtual = clock(ARGV[5])
+  return compact(band(KEYS[1], nil, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
+                      tonumber(ARGV[1]), 0, now, virtual, true), 8)
+end
+
+-- Inline, as the common path of every script: a Lua function call costs Redis as
+-- much as the arithmetic.
+local function decide(KEYS, ARGV)
+  local key = KEYS[1]
+  local permits, t, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+  local now, virtual = clock(ARGV[4])
+  local need = permits > 0 and permits or 1
+  if need > burst then need = burst + 1 end
+  local dvt = burst * t
+  local ttl = 0
+  local stored = redis.call('GET', key)
+  if stored then
+    local tat
+    if #stored == 9 then
+      local f
+      f, tat = struct.unpack('B<d', stored)
+      if f ~= STATE_FORMAT then tat = tat_of(key, stored, nil) end
+    else
+      tat = tat_of(key, stored, nil)
+    end
+    if tat > now then ttl = tat - now end
+  end
+  local new = ttl + need * t
+  if new <= dvt then
+    if permits > 0 and permits <= burst then
+      redis.call('SET', key, struct.pack('B<d', STATE_FORMAT, now + new), 'PX', px(new, virtual))
+      ttl = new
+    end
+    return {1, fdiv(dvt - ttl, t), ttl}
+  end
+  local remaining = 0
+  if ttl < dvt then remaining = fdiv(dvt - ttl, t) end
+  return {0, remaining, ttl, new - dvt, ttl}
+end
+
+local function bands(KEYS, ARGV)
+  return run_bands(band, KEYS, ARGV)
+end

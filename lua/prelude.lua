@@ -1,6 +1,62 @@
 -- SPDX-License-Identifier: MIT
--- sluice: the helpers every script of lua/ shares; cmake/embed_lua.cmake puts this
--- file in front of each script (Redis scripts cannot load modules).
+-- sluice: what every script of lua/ shares. cmake/embed_lua.cmake puts this file in
+-- front of the scripts (Redis scripts cannot load modules): once in the Redis 7
+-- Function library that holds them all, and in front of each EVALSHA script.
+--
+-- Each algorithm's file defines three entries, each called as ENTRY(KEYS, ARGV):
+--   decide  the common path: the rule's constants worked out by the client, plain
+--           arithmetic exact in doubles (the client picks it when the rule allows)
+--   exact   the same decision on any rule: token_bucket and gcra split every time
+--           and duration into whole µs and 1/L-ths of a µs (the others have no
+--           fractions: their exact is their decide)
+--   bands   a rule with bands: every band decided, all or nothing (run_bands)
+-- The library registers them as sluice_HASH_ALGORITHM_ENTRY; for EVALSHA, the
+-- script of an entry is this file, the algorithm's, and `return ENTRY(KEYS, ARGV)`.
+--
+-- Replies (integers, times in µs):
+--   decide, exact: admitted {1, remaining, reset_after}, or {1, remaining,
+--   reset_after, wait, leased} when either is not 0; denied {0, remaining,
+--   reset_after, retry_after, ...} and what the client needs to age the denial (per
+--   algorithm, at most 3 numbers; docs/algorithms.md). retry_after is what the state
+--   says: the client answers -1 for more permits than the capacity, which no state
+--   admits. The limit is the rule's capacity, which the client knows.
+--   bands: {allowed, limit, remaining, retry_after, reset_after, wait, leased,
+--   refused} (run_bands says what refused is): 8 numbers, which no other reply has.
+--
+-- A state key that holds a value sluice did not write in a layout the script reads
+-- fails the call (bad_state) instead of being misread.
+
+local STATE_FORMAT = 1 -- the first byte of every packed state
+
+local function bad_state(key)
+  error({err = 'ERR sluice: ' .. key .. ' holds a value sluice did not write in this format'})
+end
+
+-- The time of a call in µs, and whether it is virtual: `given` when the client passes
+-- one (a virtual clock: tests, `sluice replay`), else Redis TIME.
+local function clock(given)
+  if given then return tonumber(given), true end
+  local t = redis.call('TIME')
+  return t[1] * 1000000 + t[2], false
+end
+
+-- The PX of a key whose state is back to full capacity after `us` (> 0) µs. Under
+-- a virtual clock the times are unrelated to the real time in which keys expire,
+-- so a key lives at least an hour: long enough not to vanish while virtual time
+-- still needs it, short enough to go if a replay dies before it deletes its keys.
+local function px(us, virtual)
+  local ms = math.floor((us + 999) / 1000) + 1
+  if virtual and ms < 3600000 then ms = 3600000 end
+  return ms
+end
+
+-- floor(a / b) for 0 <= a < 2^53 and 0 < b < 2^53, exact (a / b may round up to an
+-- integer the quotient is just below).
+local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then return q - 1 end
+  return q
+end
 
 -- C's a / b for b > 0 (truncates toward zero), exact in doubles for |a| < 2^53
 local function idiv(a, b)
@@ -13,43 +69,6 @@ local function idiv(a, b)
   return q
 end
 
--- the PX of a key whose state is back to full capacity after `us` (> 0) µs, as a
--- number (redis.call writes an integer below 2^53 in plain digits). Under
--- a time override (tests, `sluice replay`) the times are virtual and unrelated to
--- the real time in which keys expire, so a key lives at least an hour: long enough
--- not to vanish while virtual time still needs it, short enough to go if a replay
--- dies before it deletes its keys.
-local function px(us)
-  local ms = idiv(us + 999, 1000) + 1
-  if ARGV[8] ~= nil and ARGV[8] ~= '' and ms < 3600000 then ms = 3600000 end
-  return ms
-end
-
--- The state of fixed_window, sliding_window and token_bucket: a format byte, then
--- little-endian doubles (exact below 2^53; packing costs Redis less than formatting
--- and matching decimals). fmt is 'B<d<d' or 'B<d<d<d'.
-local STATE_FORMAT = 1
-local function pack_state(fmt, ...)
-  return struct.pack(fmt, STATE_FORMAT, ...)
-end
-
--- The doubles of a packed state. A value in any other format (another sluice
--- version's, or not sluice's) fails the script instead of being misread.
-local function unpack_state(fmt, stored)
-  if #stored ~= struct.size(fmt) or string.byte(stored, 1) ~= STATE_FORMAT then
-    error({err = 'ERR sluice: ' .. KEYS[1] .. ' holds a value sluice did not write in this format'})
-  end
-  return select(2, struct.unpack(fmt, stored))
-end
-
-local function now_us()
-  if ARGV[8] == nil or ARGV[8] == '' then
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  return tonumber(ARGV[8])
-end
-
 -- The permits a call is sized at: `need` (1 for a peek, capacity + 1 past the
 -- capacity, which is denied whatever the state) and whether it may consume.
 local function sizing(permits, capacity)
@@ -58,23 +77,23 @@ local function sizing(permits, capacity)
   return need, permits > 0 and permits <= capacity
 end
 
--- ZADDs the members first..top (decimal sequence numbers), all at score, in
+-- ZADDs the members first..top (decimal sequence numbers), all at score t, in
 -- batches of 1000 so that no call gets too many arguments.
-local function zadd_range(key, score, first, top)
+local function zadd_range(key, t, first, top)
   local i = first
   while i <= top do
-    local args = {}
-    local n = 0
-    while i <= top and n < 1000 do
-      args[#args + 1] = score
-      args[#args + 1] = string.format('%d', i)
+    local args, n = {}, 0
+    while i <= top and n < 2000 do
+      args[n + 1] = t
+      args[n + 2] = i
+      n = n + 2
       i = i + 1
-      n = n + 1
     end
-    redis.call('ZADD', key, unpack(args))
+    redis.call('ZADD', key, unpack(args, 1, n))
   end
 end
 
+-- ---- the exact path: spans ---------------------------------------------------------
 -- Exact rates, for token_bucket and gcra (src/algorithm.c computes the same): the
 -- emission interval T = W / L is exact, a time or duration is a span (q, r): q
 -- whole µs plus r/L µs, 0 <= r < L. Every number stays below 2^53; a product that
@@ -156,59 +175,65 @@ local function stored_time(l, q, r, d)
   return q, r
 end
 
--- The driver of every algorithm but concurrency: `band(key, seq, limit, w, burst,
--- permits, reserve, now, commit)` decides one band and returns its reply
--- {allowed, limit, remaining, retry, reset, wait, leased}; commit false decides
--- as if the call consumed and writes nothing. A rule with bands passes ARGV[9]
--- bands and ARGV[10] shadow bands, then limit, window_us and burst of each, and
--- the keys of band i (the rule's own is band 1): KEYS[2i - 1], KEYS[2i] (its state
--- and its seq key) for sliding_log, KEYS[i] (its state) for the algorithms that need
--- no seq key, whose `band` gets nil for it (a call names no key it does not use: on a
--- Cluster a slot half migrated fails a call only when its keys are split). Every band is
--- decided without writing, then, when every enforced band admits, each takes the
--- permits (a shadow band only when it admits too). The reply reports the enforced
--- band with the fewest remaining (the first on a tie), the latest retry (-1 when
--- one can never pass) and reset, and 8th the bands that refused, bit i - 1 for band
--- i: denied, the enforced bands that refused; admitted, the shadow bands that would
--- have (so an admitted call with any bit set is shadow_denied).
-local function run_bands(band)
-  local permits = tonumber(ARGV[6])
-  local reserve = tonumber(ARGV[7])
-  if ARGV[1] == 'release' then permits, reserve = 0, 0 end
-  local now = now_us()
-  local enforced = 1 + tonumber(ARGV[9] or '0')
-  local n = enforced + tonumber(ARGV[10] or '0')
+-- A band's answer {allowed, limit, remaining, retry, reset, wait, leased, ...} as
+-- decide and exact reply (see above): the first seven fields, then from `extra` on
+-- what ages a denial.
+local function compact(r, extra)
+  if r[1] == 1 then
+    if r[6] == 0 and r[7] == 0 then return {1, r[3], r[5]} end
+    return {1, r[3], r[5], r[6], r[7]}
+  end
+  local out = {0, r[3], r[5], r[4]}
+  local i = extra
+  while r[i] do
+    out[#out + 1] = r[i]
+    i = i + 1
+  end
+  return out
+end
+
+-- The driver of a rule with bands, for every algorithm but concurrency:
+-- `band(key, seq, limit, w, burst, permits, reserve, now, virtual, commit)` decides
+-- one band (seq: sliding_log's seq key, else nil) and returns {allowed, limit,
+-- remaining, retry, reset, wait, leased};
+-- commit false decides as if the call consumed and writes nothing.
+-- ARGV: permits, reserve_us, anchor (fixed_window: 1 = epoch), now_us ("" = Redis
+-- TIME), bands, shadow_bands, then limit, window_us and burst of each band, the
+-- rule's own first; KEYS[i]: the state of band i (a call names no key it does not
+-- use: on a Cluster a slot half migrated fails a call only when its keys are
+-- split); sliding_log's band i has two, KEYS[2i - 1] and KEYS[2i] (its seq key). Every band is decided without writing, then, when every enforced band
+-- admits, each takes the permits (a shadow band only when it admits too). The
+-- reply reports the enforced band with the fewest remaining (the first on a tie),
+-- the latest retry (-1 when one can never pass) and reset, and 8th the bands that
+-- refused, bit i - 1 for band i: denied, the enforced bands that refused;
+-- admitted, the shadow bands that would have (so an admitted call with any bit
+-- set is shadow_denied).
+local function run_bands(band, KEYS, ARGV)
+  local permits = tonumber(ARGV[1])
+  local reserve = tonumber(ARGV[2])
+  local given = ARGV[4]
+  if given == '' then given = nil end
+  local now, virtual = clock(given)
+  local enforced = 1 + tonumber(ARGV[5])
+  local n = enforced + tonumber(ARGV[6])
   local per = #KEYS / n -- keys per band: 2 with a seq key, else 1
-  local function keys_of(i)
-    if per == 2 then return KEYS[2 * i - 1], KEYS[2 * i] end
-    return KEYS[i], nil
-  end
-  if n == 1 then
-    local k, s = keys_of(1)
-    local r = band(k, s, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
-                   permits, reserve, now, true)
-    r[8] = 0
-    return r
-  end
   local function spec(i)
-    local k, s = keys_of(i)
-    if i == 1 then
-      return k, s, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-    end
-    local a = 10 + 3 * (i - 2)
+    local a = 6 + 3 * (i - 1)
+    local k, s = KEYS[i], nil
+    if per == 2 then k, s = KEYS[2 * i - 1], KEYS[2 * i] end
     return k, s, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   end
   local each, all = {}, true
   for i = 1, n do
     local k, s, l, w, b = spec(i)
-    each[i] = band(k, s, l, w, b, permits, 0, now, false)
+    each[i] = band(k, s, l, w, b, permits, 0, now, virtual, false)
     if i <= enforced and each[i][1] == 0 then all = false end
   end
   if permits > 0 and all then
     for i = 1, n do
       if i <= enforced or each[i][1] == 1 then
         local k, s, l, w, b = spec(i)
-        each[i] = band(k, s, l, w, b, permits, 0, now, true)
+        each[i] = band(k, s, l, w, b, permits, 0, now, virtual, true)
       end
     end
   end

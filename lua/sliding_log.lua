@@ -1,66 +1,109 @@
 -- SPDX-License-Identifier: MIT
--- sluice sliding_log: admitted permits in (now - window_us, now] + permits <= limit, exact (mirrors src/algorithm.c).
+-- sliding_log: admitted permits in (now - window_us, now] + permits <= limit, exact (mirrors src/algorithm.c).
 --
--- EVALSHA sha 2 state_key seq_key op limit window_us burst anchor permits reserve_us now_us
---   [bands shadow_bands (limit window_us burst)...], with 2 keys per band: run_bands (prelude.lua)
---   op: "acquire" | "release" (release does nothing here and answers as a peek)
---   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
--- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased,
--- shadow_denied}, µs.
+-- decide (= exact): KEYS state, seq; ARGV permits, limit, window_us, now_us (absent:
+-- Redis TIME).
+-- bands: run_bands (prelude.lua), two keys a band.
 -- State: a ZSET with one member per admitted permit, score = its time, member = a
--- number from the seq_key counter (unique even when permits share a microsecond);
--- both keys get PX = ceil(reset/1000) + 1 ms. Memory grows with limit.
+-- number from the seq key's counter (unique even when permits share a microsecond);
+-- both keys get PX = ceil(reset/1000) + 1 ms. Entries at or before now - window are
+-- removed first (the decision is the same with or without them). Memory grows with
+-- limit.
+-- A denial keeps its remaining until its retry: a lower bound, as entries leave
+-- the window meanwhile (docs/algorithms.md).
 
--- idiv, px, now_us, sizing, zadd_range, pack_state and unpack_state come from
--- prelude.lua, prepended at build time
-
-local function band(key, seq, limit, w, burst, permits, reserve, now, commit)
+local function band(key, seq, limit, w, burst, permits, reserve, now, virtual, commit)
   local capacity = limit
   local need, consume = sizing(permits, capacity)
   if not commit then consume = false end
 
-  local since = '(' .. string.format('%d', now - w) -- entries at or before now - w have left
-  local total = redis.call('ZCOUNT', key, since, '+inf')
-
-  -- the time of the k-th counted permit, oldest first (the newest when there are fewer)
-  local function time_of(k)
-    local r = redis.call('ZRANGEBYSCORE', key, since, '+inf', 'WITHSCORES', 'LIMIT',
-                         string.format('%d', k - 1), 1)
-    if r[2] then return tonumber(r[2]) end
-    r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    return r[2] and tonumber(r[2]) or 0
-  end
-
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w) -- they have left the window
+  local total = redis.call('ZCARD', key)
   local allowed = total + need <= limit
+  local newest = nil -- the newest entry's {member, score}
+  if total > 0 then newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES') end
   local retry = -1
-  if not allowed then retry = (time_of(total + need - limit) - now) + w end
-  local newest = nil
+  if not allowed then
+    -- when the (total + need - limit)-th oldest leaves (the newest when there are fewer)
+    local k = total + need - limit
+    local t = newest and tonumber(newest[2]) or 0
+    if k <= total then
+      t = tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2])
+    end
+    retry = (t - now) + w
+  end
+  local last = newest and tonumber(newest[2]) or nil
   if allowed and consume then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - w))
     -- a clock that stepped back logs at the newest time, as the C ring merges runs
     local t = now
-    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    if last[2] and tonumber(last[2]) > t then t = tonumber(last[2]) end
-    local top = redis.call('INCRBY', seq, string.format('%d', need))
-    local first = top - need + 1
-    local score = string.format('%d', t)
-    zadd_range(key, score, first, top)
+    if last and last > now then t = last end
+    local top = redis.call('INCRBY', seq, need)
+    zadd_range(key, t, top - need + 1, top)
     total = total + need
-    newest = t
-    local ttl = px((newest - now) + w)
+    last = t
+    local ttl = px((t - now) + w, virtual)
     redis.call('PEXPIRE', key, ttl)
     redis.call('PEXPIRE', seq, ttl)
   end
   local remaining = limit - total
   local reset = 0
-  if total > 0 then
-    if not newest then
-      newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
-    end
-    reset = (newest - now) + w
-  end
+  if total > 0 then reset = (last - now) + w end
   if permits > capacity then allowed, retry = false, -1 end
   return {allowed and 1 or 0, capacity, remaining, retry, reset, 0, 0}
 end
 
-return run_bands(band)
+-- The common path inline (a Lua function call costs Redis as much as the arithmetic),
+-- and lighter on the ZSET: entries that left the window are counted out (ZCOUNT of the
+-- window) rather than removed at every call, and both keys' expiry moves only when
+-- an admission falls in a later window-long bucket (floor(t / window)) than the
+-- newest entry: then the entries that left go, and the keys expire at the end of the
+-- admission's bucket + window (a window or less after it: the log holds at most
+-- two windows of entries, and outlives its newest entry by one window or more).
+local function decide(KEYS, ARGV)
+  local key, seq = KEYS[1], KEYS[2]
+  local permits, limit, w = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+  local now, virtual = clock(ARGV[4])
+  local need = permits > 0 and permits or 1
+  if need > limit then need = limit + 1 end
+  local total = redis.call('ZCOUNT', key, now - w + 1, '+inf') -- scores are whole µs
+  local last = nil -- the newest entry's time
+  if total > 0 then last = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) end
+  if total + need > limit then
+    -- when the (total + need - limit)-th oldest in the window leaves it (the newest when
+    -- there are fewer)
+    local k, t = total + need - limit, last or 0
+    if k <= total then
+      t = tonumber(redis.call('ZRANGEBYSCORE', key, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT',
+                              k - 1, 1)[2])
+    end
+    local reset = 0
+    if total > 0 then reset = (last - now) + w end
+    return {0, limit - total, reset, (t - now) + w}
+  end
+  if permits == 0 or permits > limit then
+    if total > 0 then return {1, limit - total, (last - now) + w} end
+    return {1, limit, 0}
+  end
+  -- a clock that stepped back logs at the newest time, as the C ring merges runs
+  local t = now
+  if last and last > now then t = last end
+  local top = redis.call('INCRBY', seq, need)
+  if need == 1 then
+    redis.call('ZADD', key, t, top)
+  else
+    zadd_range(key, t, top - need + 1, top)
+  end
+  if not last or math.floor(t / w) ~= math.floor(last / w) then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w) -- they have left the window
+    local ms = px((t - t % w) + 2 * w - now, virtual)
+    redis.call('PEXPIRE', key, ms)
+    redis.call('PEXPIRE', seq, ms)
+  end
+  return {1, limit - total - need, (t - now) + w}
+end
+
+local exact = decide
+
+local function bands(KEYS, ARGV)
+  return run_bands(band, KEYS, ARGV)
+end

@@ -1,41 +1,37 @@
 -- SPDX-License-Identifier: MIT
--- sluice sliding_window: the previous window weighted by its overlap + the current one + permits <= limit, O(1) (mirrors src/algorithm.c).
+-- sliding_window: the previous window weighted by its overlap + the current one + permits <= limit, O(1) (mirrors src/algorithm.c).
 --
--- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us
---   [bands shadow_bands (limit window_us burst)...], with 1 key per band: run_bands (prelude.lua)
---   op: "acquire" | "release" (release does nothing here and answers as a peek)
---   permits: 0 = peek at one permit; now_us: "" = Redis TIME, else a test/replay override
--- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased,
--- shadow_denied}, µs.
+-- decide (= exact: no fractions): ARGV permits, limit, window_us, now_us (absent:
+--   Redis TIME). limit * window_ms < 2^52 (the keyfile's bound) keeps every product
+--   exact.
+-- bands: run_bands (prelude.lua).
 -- State (string, PX = ceil(reset/1000) + 1 ms): start, current and previous, packed
--- (pack_state 'B<d<d<d'), windows aligned to multiples of window_us. limit * window_ms < 2^52
--- keeps every product exact.
+-- ('B<d<d<d'), windows aligned to multiples of window_us.
+-- A denial carries current, previous and now - start: the client ages it exactly.
 
--- idiv, px, now_us, sizing, zadd_range, pack_state and unpack_state come from
--- prelude.lua, prepended at build time
+-- The windows key holds at now: the current one's start (now's, or a later one's
+-- after a clock that stepped back), its count and the previous one's.
+local function windows_of(key, now, w)
+  local start = now - now % w -- Lua's %: 0 <= now % w < w
+  local stored = redis.call('GET', key)
+  if not stored then return start, 0, 0 end
+  if #stored ~= 25 then bad_state(key) end
+  local f, a, b, c = struct.unpack('B<d<d<d', stored)
+  if f ~= STATE_FORMAT then bad_state(key) end
+  if start == a then return start, b, c end
+  if start == a + w then return start, 0, b end
+  if start < a then return a, b, c end -- a clock that stepped back
+  return start, 0, 0
+end
 
-local function band(key, seq, limit, w, burst, permits, reserve, now, commit)
+-- The decision on the windows start, cur and prev (windows_of's).
+local function decide_on(key, limit, w, permits, now, virtual, commit, start, cur, prev)
   local capacity = limit
   local need, consume = sizing(permits, capacity)
   if not commit then consume = false end
 
-  local w_ms = idiv(w, 1000)
-  local r = now - idiv(now, w) * w -- C's now % w
-  if r < 0 then r = r + w end
-  local start = now - r
-  local cur, prev = 0, 0
-  local stored = redis.call('GET', key)
-  if stored then
-    local a, b, c = unpack_state('B<d<d<d', stored)
-    if start == a then
-      cur, prev = b, c
-    elseif start == a + w then
-      prev = b
-    elseif start < a then -- a clock that stepped back
-      start, cur, prev = a, b, c
-    end
-  end
-  local e_ms = idiv(now - start, 1000)
+  local w_ms = w / 1000 -- a whole number: windows are whole ms
+  local e_ms = idiv(now - start, 1000) -- < 0 after a clock that stepped back
   if e_ms > w_ms - 1 then e_ms = w_ms - 1 end
   local weight = w_ms - e_ms -- the previous window's share, in w_ms parts
 
@@ -44,7 +40,8 @@ local function band(key, seq, limit, w, burst, permits, reserve, now, commit)
   if allowed and consume then
     cur = cur + need
     -- reset after an admission is (start - now) + 2w > 0
-    redis.call('SET', key, pack_state('B<d<d<d', start, cur, prev), 'PX', px((start - now) + 2 * w))
+    redis.call('SET', key, struct.pack('B<d<d<d', STATE_FORMAT, start, cur, prev), 'PX',
+               px((start - now) + 2 * w, virtual))
   end
   local remaining = idiv(limit * w_ms - prev * weight - cur * w_ms, w_ms)
   if remaining < 0 then remaining = 0 end
@@ -55,7 +52,7 @@ local function band(key, seq, limit, w, burst, permits, reserve, now, commit)
     local done = false
     -- later in this window, once the previous window's share has shrunk enough
     if cur + need <= limit and prev > 0 then
-      local e_due = w_ms - idiv((limit - cur - need) * w_ms, prev)
+      local e_due = w_ms - fdiv((limit - cur - need) * w_ms, prev)
       if e_due < w_ms then
         retry = (start - now) + e_due * 1000
         done = true
@@ -65,14 +62,54 @@ local function band(key, seq, limit, w, burst, permits, reserve, now, commit)
     if not done then
       local e_next = 0
       if cur > 0 then
-        e_next = w_ms - idiv((limit - need) * w_ms, cur)
+        e_next = w_ms - fdiv((limit - need) * w_ms, cur)
         if e_next < 0 then e_next = 0 end
       end
       retry = (start - now) + w + e_next * 1000
     end
   end
   if permits > capacity then allowed, retry = false, -1 end
-  return {allowed and 1 or 0, capacity, remaining, retry, reset, 0, 0}
+  return {allowed and 1 or 0, capacity, remaining, retry, reset, 0, 0, cur, prev, now - start}
 end
 
-return run_bands(band)
+local function band(key, seq, limit, w, burst, permits, reserve, now, virtual, commit)
+  return decide_on(key, limit, w, permits, now, virtual, commit, windows_of(key, now, w))
+end
+
+local function exact(KEYS, ARGV)
+  local now, virtual = clock(ARGV[4])
+  return compact(band(KEYS[1], nil, tonumber(ARGV[2]), tonumber(ARGV[3]), 0, tonumber(ARGV[1]),
+                      0, now, virtual, true), 8)
+end
+
+-- An admission inline, as the common path of every script (a Lua function call costs
+-- Redis as much as the arithmetic); a denial, or a clock that stepped back, as band.
+local function decide(KEYS, ARGV)
+  local key = KEYS[1]
+  local permits, limit, w = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+  local now, virtual = clock(ARGV[4])
+  local start, cur, prev = windows_of(key, now, w)
+  local w_ms = w / 1000 -- whole: windows are whole ms
+  local weight = w_ms - math.floor((now - start) / 1000) -- the previous window's share
+  local need = permits > 0 and permits or 1
+  if start > now or need > limit or cur + need > limit or
+     prev * weight + (cur + need) * w_ms > limit * w_ms then
+    return compact(decide_on(key, limit, w, permits, now, virtual, true, start, cur, prev), 8)
+  end
+  local reset = 0
+  if permits > 0 then
+    cur = cur + need
+    reset = (start - now) + 2 * w
+    redis.call('SET', key, struct.pack('B<d<d<d', STATE_FORMAT, start, cur, prev), 'PX',
+               px(reset, virtual))
+  elseif cur > 0 then
+    reset = (start - now) + 2 * w
+  elseif prev > 0 then
+    reset = (start - now) + w
+  end
+  return {1, fdiv(limit * w_ms - prev * weight - cur * w_ms, w_ms), reset}
+end
+
+local function bands(KEYS, ARGV)
+  return run_bands(band, KEYS, ARGV)
+end

@@ -1,23 +1,37 @@
 -- SPDX-License-Identifier: MIT
--- sluice token_bucket: a bucket of burst tokens refilled one per window / limit (exact), with reservations for waiting callers (mirrors src/algorithm.c).
+-- token_bucket: a bucket of burst tokens refilled one per window / limit (exact), with reservations for waiting callers (mirrors src/algorithm.c).
 --
--- EVALSHA sha 1 state_key op limit window_us burst anchor permits reserve_us now_us
---   [bands shadow_bands (limit window_us burst)...], with 1 key per band: run_bands (prelude.lua)
---   op: "acquire" | "release" (release does nothing here and answers as a peek)
---   permits: 0 = peek at one permit; reserve_us > 0: a caller that would be denied
---   takes its tokens now when they are due within reserve_us (wait_us = when due);
---   now_us: "" = Redis TIME, else a test/replay override; anchor is unused
--- Reply: {allowed, limit, remaining, retry_after_us, reset_after_us, wait_us, leased,
--- shadow_denied}, µs.
--- State (string, PX = ceil(reset/1000) + 1 ms): tokens, the last refill as a span
--- (µs and 1/d-ths of a µs) and d (= limit when written), packed (pack_state
--- 'B<d<d<d<d'); tokens may be below 0 while reservations are pending. A state of
--- the previous layout ('B<d<d': tokens, last in whole µs) is read as such.
+-- T = window / limit. reserve_us > 0: a caller that would be denied takes its tokens
+-- now when they are due within reserve_us (wait = when due).
+-- decide (T a whole number of µs and (burst + 1) * T <= 2^52, which the client
+--   checks): ARGV permits, T, burst, reserve_us, now_us (absent: Redis TIME). Every
+--   number is a whole µs or a count below 2^53.
+--   State: tokens and the last refill in whole µs, packed ('B<d<d').
+-- exact (any rule): ARGV permits, limit, window_us, burst, reserve_us, now_us (absent:
+--   Redis TIME). Times and durations are spans (prelude.lua).
+--   State: tokens, the last refill as a span (µs and 1/d-ths of a µs) and d (= limit
+--   when written), packed ('B<d<d<d<d').
+-- bands: run_bands (prelude.lua); each band's state as exact's.
+-- Each path reads the other's state (a time past a whole µs rounded up to the next).
+-- tokens may be below 0 while reservations are pending. PX = ceil(reset/1000) + 1 ms.
+-- A denial carries tokens and now - last refill, as a span (exact: its µs and
+-- 1/limit-ths; decide: its µs): the client ages it exactly.
 
--- idiv, px, now_us, sizing, zadd_range, pack_state, unpack_state and the span
--- helpers come from prelude.lua, prepended at build time
+-- tokens and the last refill a state holds, the time as a span in 1/l-ths of a µs
+-- (l nil: in whole µs, a fraction rounded up)
+local function bucket_of(key, stored, l)
+  local n = #stored
+  if n == 17 then
+    local f, tokens, last = struct.unpack('B<d<d', stored)
+    if f == STATE_FORMAT then return tokens, last, 0 end
+  elseif n == 33 then
+    local f, tokens, lq, lr, d = struct.unpack('B<d<d<d<d', stored)
+    if f == STATE_FORMAT then return tokens, stored_time(l or 0, lq, lr, d) end
+  end
+  bad_state(key)
+end
 
-local function band(key, seq, l, w, burst, permits, reserve, now, commit)
+local function band(key, seq, l, w, burst, permits, reserve, now, virtual, commit)
   if reserve > MAX_RESERVE_US then reserve = MAX_RESERVE_US end
   local capacity = burst
   local need, consume = sizing(permits, capacity)
@@ -29,14 +43,7 @@ local function band(key, seq, l, w, burst, permits, reserve, now, commit)
   local tokens, lq, lr = burst, now, 0
   local stored = redis.call('GET', key)
   if stored then
-    local d
-    if #stored == struct.size('B<d<d') then
-      tokens, lq = unpack_state('B<d<d', stored)
-      lr, d = 0, l
-    else
-      tokens, lq, lr, d = unpack_state('B<d<d<d<d', stored)
-    end
-    lq, lr = stored_time(l, lq, lr, d)
+    tokens, lq, lr = bucket_of(key, stored, l)
     if tokens < burst and not span_le(now, 0, lq, lr) then
       local eq, er = span_sub(l, now, 0, lq, lr)
       local fq, fr = times_t(l, tq, tr, burst - tokens)
@@ -74,13 +81,79 @@ local function band(key, seq, l, w, burst, permits, reserve, now, commit)
   if allowed and consume then
     tokens = tokens - need
     -- reset after an admission is > 0
-    redis.call('SET', key, pack_state('B<d<d<d<d', tokens, lq, lr, l), 'PX', px(reset_of()))
+    redis.call('SET', key, struct.pack('B<d<d<d<d', STATE_FORMAT, tokens, lq, lr, l), 'PX',
+               px(reset_of(), virtual))
   end
   local remaining = tokens > 0 and tokens or 0
   if tokens < burst then reset = reset_of() end
   local retry = allowed and -1 or due_in
   if permits > capacity then allowed, retry = false, -1 end
-  return {allowed and 1 or 0, capacity, remaining, retry, reset, wait, 0}
+  local eq, er = span_sub(l, now, 0, lq, lr)
+  return {allowed and 1 or 0, capacity, remaining, retry, reset, wait, 0, tokens, eq, er}
 end
 
-return run_bands(band)
+local function exact(KEYS, ARGV)
+  local now, virtual = clock(ARGV[6])
+  return compact(band(KEYS[1], nil, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
+                      tonumber(ARGV[1]), tonumber(ARGV[5]), now, virtual, true), 8)
+end
+
+-- Inline, as the common path of every script: a Lua function call costs Redis as
+-- much as the arithmetic.
+local function decide(KEYS, ARGV)
+  local key = KEYS[1]
+  local permits, t, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+  local now, virtual = clock(ARGV[5])
+  local need = permits > 0 and permits or 1
+  local consume = permits > 0 and permits <= burst
+  if need > burst then need = burst + 1 end
+  local tokens, last = burst, now
+  local stored = redis.call('GET', key)
+  if stored then
+    local f
+    if #stored == 17 then
+      f, tokens, last = struct.unpack('B<d<d', stored)
+      if f ~= STATE_FORMAT then bad_state(key) end
+    else
+      tokens, last = bucket_of(key, stored, nil)
+    end
+    if tokens < burst and now > last then
+      local gained = fdiv(now - last, t)
+      if gained >= burst - tokens then
+        tokens = burst
+      else
+        tokens = tokens + gained
+        last = last + gained * t
+      end
+    end
+    if tokens >= burst then tokens, last = burst, now end
+  end
+  if tokens >= need then
+    local reset = 0
+    if consume then
+      tokens = tokens - need
+      reset = (last - now) + (burst - tokens) * t
+      redis.call('SET', key, struct.pack('B<d<d', STATE_FORMAT, tokens, last), 'PX', px(reset, virtual))
+    elseif tokens < burst then
+      reset = (last - now) + (burst - tokens) * t
+    end
+    return {1, tokens, reset}
+  end
+  -- the need - tokens missing tokens are due in
+  local due_in = (last - now) + (need - tokens) * t
+  local reserve = tonumber(ARGV[4])
+  if reserve > MAX_RESERVE_US then reserve = MAX_RESERVE_US end
+  if consume and reserve > 0 and due_in <= reserve then -- a reservation
+    tokens = tokens - need
+    local reset = (last - now) + (burst - tokens) * t
+    redis.call('SET', key, struct.pack('B<d<d', STATE_FORMAT, tokens, last), 'PX',
+               px(reset, virtual))
+    return {1, 0, reset, due_in, 0}
+  end
+  return {0, tokens > 0 and tokens or 0, (last - now) + (burst - tokens) * t, due_in, tokens,
+          now - last}
+end
+
+local function bands(KEYS, ARGV)
+  return run_bands(band, KEYS, ARGV)
+end

@@ -48,6 +48,13 @@ typedef struct {
                              * shadow bands that would have; 0 without bands      */
     gboolean blocked;       /* denied by a block (sluice_block, an override's
                              * `blocked`), not by the algorithm                   */
+    gboolean aging;         /* a remote backend's denial that carries the state it was
+                             * decided on, relative to its time, for the denial cache
+                             * to age it exactly (docs/algorithms.md): gcra tat - now
+                             * (µs, then 1/limit-ths); token_bucket tokens, now - last
+                             * refill (likewise); sliding_window current, previous,
+                             * now - start                                       */
+    gint64 state[3];
 } sluice__verdict;
 
 /* The longest a token_bucket caller may reserve ahead (18250 days): it keeps the

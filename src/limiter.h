@@ -27,6 +27,9 @@ typedef struct {
     sluice__counters *counters;    /* every decision on this name since sluice_init  */
     sluice__adaptive *adaptive;    /* algorithm = adaptive: the calls in flight and
                                     * their limit; made at the first, loaded atomically */
+    char *redis_tag;               /* the redis backend's "{LEN:NAME" of its keys
+                                    * (redis/key.h): made at its first call, loaded
+                                    * atomically; g_free                            */
 } sluice__limiter;
 
 /* The part of a limiter at *where (denials, prefetched), made zeroed (size bytes)

@@ -53,6 +53,7 @@ static void limiter_free(gpointer p)
     sluice__denial_cache_free(limiter->denials);
     sluice__prefetch_free(limiter->prefetched);
     sluice__adaptive_free(limiter->adaptive);
+    g_free(limiter->redis_tag);
     g_free(limiter->name);
     g_free(limiter);
 }

@@ -554,9 +554,10 @@ START_TEST(the_backend_matches_exact_fractions_through_the_api)
 END_TEST
 
 /* The scripts' own arithmetic over millions of steps: lua/prelude.lua and the
- * algorithm's `band` as Redis runs them, driven by a harness in place of the
- * script's last line (its driver), which decides a batch of calls in one EVAL and
- * returns every answer in µs. */
+ * algorithm's entries as Redis runs them, driven by a harness after the script,
+ * which decides a batch of calls in one EVAL, reads each reply as the client does
+ * (src/redis/script.c) and returns every answer in µs. ARGV[1] names the entry:
+ * exact (any rule) or decide (the common path: T = window / limit whole). */
 static char *lua_harness(const char *algorithm)
 {
     g_autofree char *prelude = NULL, *script = NULL;
@@ -565,23 +566,41 @@ static char *lua_harness(const char *algorithm)
     g_autofree char *script_path = g_build_filename(SLUICE_SOURCE_DIR, "lua", name, NULL);
     ck_assert(g_file_get_contents(prelude_path, &prelude, NULL, NULL));
     ck_assert(g_file_get_contents(script_path, &script, NULL, NULL));
-    char *driver = strstr(script, "return run_bands(band)");
-    ck_assert_msg(driver, "%s: no driver line", script_path);
-    *driver = '\0';
-    return g_strconcat(prelude, "\n", script,
-                       "local l, w, b = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-                       "local out, i = {}, 10\n"
-                       "while ARGV[i] do\n"
-                       "  local r = band(KEYS[1], nil, l, w, b, tonumber(ARGV[i + 1]),\n"
-                       "                 tonumber(ARGV[i + 2]), tonumber(ARGV[i]), true)\n"
-                       "  for k = 1, 6 do out[#out + 1] = r[k] end\n"
-                       "  i = i + 3\n"
-                       "end\n"
-                       "return out\n",
-                       NULL);
+    gboolean tb = strcmp(algorithm, "token_bucket") == 0;
+    return g_strconcat(
+        prelude, "\n", script,
+        "local l, w, b = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+        "local out, i = {}, 10\n"
+        "while ARGV[i] do\n"
+        "  local now, permits, reserve = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]\n"
+        "  local c\n"
+        "  if ARGV[1] == 'exact' then\n",
+        tb ? "    c = exact(KEYS, {permits, l, w, b, reserve, now})\n"
+           : "    c = exact(KEYS, {permits, l, w, b, now})\n",
+        "  else\n",
+        tb ? "    c = decide(KEYS, {permits, w / l, b, reserve, now})\n"
+           : "    c = decide(KEYS, {permits, w / l, b, now})\n",
+        "  end\n"
+        "  local r = {c[1], b, c[2], -1, c[3], 0}\n"
+        "  if c[1] == 1 then\n"
+        "    if #c == 5 then r[6] = c[4] end\n"
+        "  elseif permits <= b then\n"
+        "    r[4] = c[4]\n"
+        "  end\n"
+        "  for k = 1, 6 do out[#out + 1] = r[k] end\n"
+        "  i = i + 3\n"
+        "end\n"
+        "return out\n",
+        NULL);
 }
 
 #define LUA_BATCH 500
+
+/* The common path takes the rule: T a whole number of µs, (burst + 1) * T <= 2^52. */
+static gboolean whole_rate(const ref_rule *r)
+{
+    return r->w % r->l == 0 && r->b < P52 / (r->w / r->l);
+}
 
 START_TEST(the_scripts_match_exact_fractions_over_millions_of_steps)
 {
@@ -589,56 +608,66 @@ START_TEST(the_scripts_match_exact_fractions_over_millions_of_steps)
     g_autofree char *gcra = lua_harness("gcra");
     redisContext *c = test_redis_connect(fixture_redis(), NULL);
     GRand *rand = g_rand_new_with_seed(20261124);
-    gint64 steps = 0;
+    gint64 steps = 0, common = 0;
     for (int rule_i = 0; steps < 1000000; rule_i++) {
         ref_rule r = random_rule(rand);
-        ref_state ref = {0};
-        g_autofree char *key = g_strdup_printf("diff:%d", rule_i);
+        static const char *const paths[] = {"exact", "decide"};
+        ref_state ref[2] = {{0}, {0}};
         gint64 now = rule_i % 2 ? 1000 + g_rand_int(rand)
                                 : P52 - (G_GINT64_CONSTANT(1) << 45) - g_rand_int(rand);
         for (int batch = 0; batch < 4; batch++) {
-            /* EVAL script 1 key, ARGV[1..9] (2..4: limit, window, burst; 8: a time
-             * override, so keys live an hour), then now, permits, reserve per step */
-            const int argc = 3 + 1 + 9 + 3 * LUA_BATCH;
-            g_autofree const char **argv = g_new0(const char *, argc);
-            g_autoptr(GPtrArray) owned = g_ptr_array_new_with_free_func(g_free);
-            sluice__verdict want[LUA_BATCH];
-            int n = 0;
-            argv[n++] = "EVAL";
-            argv[n++] = r.algorithm == SLUICE__GCRA ? gcra : token_bucket;
-            argv[n++] = "1";
-            argv[n++] = key;
-            const gint64 head[9] = {0, r.l, r.w, r.b, 0, 0, 0, 1, 0};
-            for (int i = 0; i < 9; i++)
-                argv[n++] = own_decimal(owned, head[i]);
-            for (int i = 0; i < LUA_BATCH; i++) {
-                gint64 permits, reserve;
-                random_call(rand, &r, &now, &permits, &reserve);
-                ref_decide(&r, &ref, now, permits, reserve, &want[i]);
-                const gint64 call[3] = {now, permits, reserve};
-                for (int k = 0; k < 3; k++)
-                    argv[n++] = own_decimal(owned, call[k]);
+            gint64 calls[LUA_BATCH][3];
+            for (int i = 0; i < LUA_BATCH; i++)
+                random_call(rand, &r, &now, &calls[i][1], &calls[i][2]), calls[i][0] = now;
+            /* both paths on their own keys, the same calls */
+            for (int path = 0; path < (whole_rate(&r) ? 2 : 1); path++) {
+                /* EVAL script 1 key, ARGV[1..9] (1: the entry; 2..4: limit, window,
+                 * burst), then now, permits, reserve per step */
+                const int argc = 3 + 1 + 9 + 3 * LUA_BATCH;
+                g_autofree const char **argv = g_new0(const char *, argc);
+                g_autoptr(GPtrArray) owned = g_ptr_array_new_with_free_func(g_free);
+                sluice__verdict want[LUA_BATCH];
+                int n = 0;
+                argv[n++] = "EVAL";
+                argv[n++] = r.algorithm == SLUICE__GCRA ? gcra : token_bucket;
+                argv[n++] = "1";
+                g_autofree char *key = g_strdup_printf("diff:%d:%d", rule_i, path);
+                argv[n++] = key;
+                argv[n++] = paths[path];
+                const gint64 head[8] = {r.l, r.w, r.b, 0, 0, 0, 1, 0};
+                for (int i = 0; i < 8; i++)
+                    argv[n++] = own_decimal(owned, head[i]);
+                for (int i = 0; i < LUA_BATCH; i++) {
+                    ref_decide(&r, &ref[path], calls[i][0], calls[i][1], calls[i][2], &want[i]);
+                    for (int k = 0; k < 3; k++)
+                        argv[n++] = own_decimal(owned, calls[i][k]);
+                }
+                redisReply *reply = redisCommandArgv(c, n, argv, NULL);
+                ck_assert_msg(reply && reply->type == REDIS_REPLY_ARRAY &&
+                                  reply->elements == 6 * LUA_BATCH,
+                              "%s", reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "");
+                for (int i = 0; i < LUA_BATCH; i++, steps++) {
+                    sluice__verdict got = {0};
+                    gint64 *f[6] = {NULL,
+                                    &got.limit,
+                                    &got.remaining,
+                                    &got.retry_after_us,
+                                    &got.reset_after_us,
+                                    &got.wait_us};
+                    got.allowed = reply->element[6 * i]->integer != 0;
+                    for (int k = 1; k < 6; k++)
+                        *f[k] = reply->element[6 * i + k]->integer;
+                    ck_same(&got, &want[i], steps);
+                }
+                common += path == 1 ? LUA_BATCH : 0;
+                freeReplyObject(reply);
             }
-            redisReply *reply = redisCommandArgv(c, n, argv, NULL);
-            ck_assert_msg(reply && reply->type == REDIS_REPLY_ARRAY &&
-                              reply->elements == 6 * LUA_BATCH,
-                          "%s", reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "");
-            for (int i = 0; i < LUA_BATCH; i++, steps++) {
-                sluice__verdict got = {0};
-                gint64 *f[6] = {NULL,
-                                &got.limit,
-                                &got.remaining,
-                                &got.retry_after_us,
-                                &got.reset_after_us,
-                                &got.wait_us};
-                got.allowed = reply->element[6 * i]->integer != 0;
-                for (int k = 1; k < 6; k++)
-                    *f[k] = reply->element[6 * i + k]->integer;
-                ck_same(&got, &want[i], steps);
-            }
-            freeReplyObject(reply);
         }
     }
+    g_printerr("check_rates: %" G_GINT64_FORMAT " steps, %" G_GINT64_FORMAT
+               " of them on the common path\n",
+               steps, common);
+    ck_assert_int_ge(common, 200000); /* both paths, each a good share */
     g_rand_free(rand);
     redisFree(c);
 }

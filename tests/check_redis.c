@@ -116,6 +116,148 @@ START_TEST(noscript_after_script_flush_is_reloaded_transparently)
 }
 END_TEST
 
+/* sluice's Function library (Redis 7) flushed: the next call loads it again, and
+ * decides on the state as it was. */
+START_TEST(a_flushed_function_library_is_loaded_again_transparently)
+{
+    fixture_init("[limit:g]\nalgorithm = gcra\nlimit = 5\nwindow = 10s\n");
+    freeReplyObject(test_redis_command(fixture_redis(), "CONFIG RESETSTAT"));
+    ck_assert_int_eq(sluice_acquire("g", NULL, 1, NULL, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(test_redis_command_calls(fixture_redis(), "fcall"), 1);
+    freeReplyObject(test_redis_command(fixture_redis(), "FUNCTION FLUSH"));
+    g_autoptr(GError) error = NULL;
+    sluice_decision d;
+    ck_assert_int_eq(sluice_acquire("g", NULL, 1, &d, &error), SLUICE_ALLOWED);
+    ck_assert_ptr_null(error);
+    ck_assert_int_eq(d.remaining, 3);
+    ck_assert_int_eq(sluice_acquire("g", NULL, 1, &d, &error), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 2);
+    redisReply *r = test_redis_command(fixture_redis(), "FUNCTION LIST LIBRARYNAME sluice");
+    ck_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    freeReplyObject(r);
+    sluice_shutdown();
+}
+END_TEST
+
+/* The version sluice_version of the server's library answers: {version, hash}. */
+static gint64 library_version(char **hash)
+{
+    redisReply *r = test_redis_command(fixture_redis(), "FCALL_RO sluice_version 0");
+    ck_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    gint64 version = r->element[0]->integer;
+    *hash = g_strdup(r->element[1]->str);
+    freeReplyObject(r);
+    return version;
+}
+
+static void load_fake_library(gint64 version, const char *hash)
+{
+    g_autofree char *library =
+        g_strdup_printf("#!lua name=sluice\nredis.register_function{function_name = "
+                        "'sluice_version', flags = {'no-writes'}, callback = function() "
+                        "return {%" G_GINT64_FORMAT ", '%s'} end}\n",
+                        version, hash);
+    redisReply *r = test_redis_command(fixture_redis(), "FUNCTION LOAD REPLACE %s", library);
+    ck_assert_msg(r && r->type != REDIS_REPLY_ERROR, "%s", r ? r->str : "");
+    freeReplyObject(r);
+}
+
+/* A library of an older sluice is replaced; one of a newer sluice is left as it is,
+ * and this one decides by EVALSHA instead, never through the other's functions. */
+START_TEST(an_older_library_is_replaced_and_a_newer_one_left_alone)
+{
+    g_autofree char *ini =
+        fixture_contents("[limit:g]\nalgorithm = gcra\nlimit = 5\nwindow = 10s\n");
+    g_autofree char *path = fixture_write_keyfile(ini);
+    g_autofree char *hash = NULL, *other = NULL;
+    fixture_init(ini); /* flushes the server's keys */
+    sluice_shutdown();
+    load_fake_library(1, "older");
+    freeReplyObject(test_redis_command(fixture_redis(), "CONFIG RESETSTAT"));
+    ck_assert(sluice_init(path, NULL));
+    sluice_decision d;
+    ck_assert_int_eq(sluice_acquire("g", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    gint64 version = library_version(&hash);
+    ck_assert_int_gt(version, 1);
+    ck_assert_str_ne(hash, "older");
+    ck_assert_int_eq(test_redis_command_calls(fixture_redis(), "function|load"), 1);
+    ck_assert_int_eq(test_redis_command_calls(fixture_redis(), "fcall"), 1);
+    sluice_shutdown();
+
+    load_fake_library(version + 1, "newer");
+    freeReplyObject(test_redis_command(fixture_redis(), "CONFIG RESETSTAT"));
+    ck_assert(sluice_init(path, NULL));
+    ck_assert_int_eq(sluice_acquire("g", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(sluice_acquire("g", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 2);
+    ck_assert_int_eq(library_version(&other), version + 1);
+    ck_assert_str_eq(other, "newer");
+    ck_assert_int_eq(test_redis_command_calls(fixture_redis(), "function|load"), 0);
+    ck_assert_int_eq(test_redis_command_calls(fixture_redis(), "fcall"), 0);
+    ck_assert_int_ge(test_redis_script_calls(fixture_redis()), 2); /* EVALSHA (and EVAL) */
+    sluice_shutdown();
+    freeReplyObject(test_redis_command(fixture_redis(), "FUNCTION DELETE sluice"));
+}
+END_TEST
+
+/* The library is replicated with the data: a replica promoted to master decides
+ * with FCALL at once, with nothing loaded there (no FUNCTION LOAD, EVAL or SCRIPT
+ * LOAD), as a restarted server that kept its data does. */
+START_TEST(a_promoted_replica_decides_without_loading_anything)
+{
+    test_redis *master = test_redis_start(NULL);
+    g_autofree char *master_port = g_strdup_printf("%d", master->port);
+    const char *replica_args[] = {"--replicaof", "127.0.0.1", master_port, NULL};
+    test_redis *replica = test_redis_start(replica_args);
+    const char *rules = "timeout = 2s\n[limit:g]\nalgorithm = gcra\nlimit = 5\nwindow = 10m\n";
+    g_autofree char *master_url = test_redis_url(master);
+    g_autofree char *master_ini =
+        g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\n%s", master_url, rules);
+    g_autofree char *master_path = fixture_write_keyfile(master_ini);
+    sluice_clock_set(NULL, NULL, NULL);
+    g_autoptr(GError) error = NULL;
+    ck_assert(sluice_init(master_path, NULL));
+    ck_assert_msg(sluice_acquire("g", NULL, 1, NULL, &error) == SLUICE_ALLOWED, "%s",
+                  error ? error->message : "denied");
+    sluice_shutdown();
+    /* the replica has the library and the state once it has caught up */
+    gint64 until = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+    gboolean caught_up = FALSE;
+    while (!caught_up && g_get_monotonic_time() < until) {
+        redisReply *r = test_redis_command(replica, "FUNCTION LIST LIBRARYNAME sluice");
+        redisReply *k = test_redis_command(replica, "DBSIZE");
+        caught_up = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 && k &&
+                    k->type == REDIS_REPLY_INTEGER && k->integer == 1;
+        if (r)
+            freeReplyObject(r);
+        if (k)
+            freeReplyObject(k);
+        if (!caught_up)
+            g_usleep(20000);
+    }
+    ck_assert(caught_up);
+    test_redis_stop(master);
+    freeReplyObject(test_redis_command(replica, "REPLICAOF NO ONE"));
+    freeReplyObject(test_redis_command(replica, "CONFIG RESETSTAT"));
+
+    g_autofree char *replica_url = test_redis_url(replica);
+    g_autofree char *replica_ini =
+        g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\n%s", replica_url, rules);
+    g_autofree char *replica_path = fixture_write_keyfile(replica_ini);
+    ck_assert(sluice_init(replica_path, NULL));
+    sluice_decision d;
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(sluice_acquire("g", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_le(d.remaining, 1); /* the state came along: 4 of 5 taken */
+    sluice_shutdown();
+    ck_assert_int_eq(test_redis_command_calls(replica, "fcall"), 3);
+    static const char *const loads[] = {"function|load", "eval", "evalsha", "script|load"};
+    for (guint i = 0; i < G_N_ELEMENTS(loads); i++)
+        ck_assert_msg(test_redis_command_calls(replica, loads[i]) == 0, "%s", loads[i]);
+    test_redis_stop(replica);
+}
+END_TEST
+
 /* A state value sluice did not write in this format (another version's decimals, or
  * another program's) fails the call with an error that says so, then on_error
  * decides; it is never misread as a state. Loop: fixed_window, sliding_window,
@@ -528,6 +670,9 @@ int main(void)
     tcase_add_test(tc, two_processes_share_one_limit);
     tcase_add_test(tc, fork_children_decide_on_their_own_connections);
     tcase_add_test(tc, noscript_after_script_flush_is_reloaded_transparently);
+    tcase_add_test(tc, a_flushed_function_library_is_loaded_again_transparently);
+    tcase_add_test(tc, an_older_library_is_replaced_and_a_newer_one_left_alone);
+    tcase_add_test(tc, a_promoted_replica_decides_without_loading_anything);
     tcase_add_loop_test(tc, a_state_in_another_format_is_an_error_not_misread, 0, 3);
     tcase_add_test(tc, keys_carry_a_ttl_and_vanish_when_idle);
     tcase_add_test(tc, calls_for_thousands_of_permits_log_one_member_each);

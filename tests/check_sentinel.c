@@ -392,21 +392,23 @@ START_TEST(decisions_resume_on_the_new_master_within_a_second_of_the_switch)
 
     redisReply *stats = test_sentinel_node_command(s, s->node[0], "INFO commandstats");
     ck_assert(stats && stats->type == REDIS_REPLY_STRING);
-    ck_assert_msg(!strstr(stats->str, "cmdstat_evalsha") && !strstr(stats->str, "cmdstat_eval:"),
+    ck_assert_msg(!strstr(stats->str, "cmdstat_evalsha") && !strstr(stats->str, "cmdstat_eval:") &&
+                      !strstr(stats->str, "cmdstat_fcall:"),
                   "%s", stats->str);
     freeReplyObject(stats);
     run_free(&r);
 }
 END_TEST
 
-/* The EVALSHA and EVAL that node ran (INFO commandstats: calls=N; a READONLY refusal
- * is a rejected call, not one). */
+/* The FCALL, EVALSHA and EVAL that node ran (INFO commandstats: calls=N; a READONLY
+ * refusal is a rejected call, not one). */
 static long long scripts_run(const test_sentinel *s, const test_redis *node)
 {
     redisReply *r = test_sentinel_node_command(s, node, "INFO commandstats");
     ck_assert(r && r->type == REDIS_REPLY_STRING);
     long long n = 0;
-    static const char *const names[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    static const char *const names[] = {
+        "cmdstat_evalsha:calls=", "cmdstat_eval:calls=", "cmdstat_fcall:calls="};
     for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
         const char *at = strstr(r->str, names[i]);
         n += at ? g_ascii_strtoll(at + strlen(names[i]), NULL, 10) : 0;

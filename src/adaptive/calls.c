@@ -92,8 +92,10 @@ void sluice__adaptive_decide(sluice__limiter *limiter, const sluice__rule *rule,
     }
     /* a call in flight is expected back within about the last median latency */
     gint64 back_us = MAX(1, (sluice__adaptive_latency_ns(a) + 999) / 1000);
-    *v =
-        (sluice__verdict){admitted, limit, MAX(0, limit - in_flight), -1, 0, 0, 0, FALSE, 0, FALSE};
+    *v = (sluice__verdict){.allowed = admitted,
+                           .limit = limit,
+                           .remaining = MAX(0, limit - in_flight),
+                           .retry_after_us = -1};
     if (!admitted && permits <= rule->limit)
         v->retry_after_us = back_us;
     if (in_flight > 0)

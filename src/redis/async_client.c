@@ -27,6 +27,7 @@
 #include "redis/cluster.h"
 #include "redis/conn.h"
 #include "redis/key.h"
+#include "redis/library.h"
 #include "redis/redirect.h"
 #include "redis/resp.h"
 #include "redis/script.h"
@@ -41,22 +42,29 @@ typedef struct {
     sluice__redis_node *node;
     guint slot;              /* on a Cluster: the keys' */
     sluice__redirect course; /* on a Cluster: MOVED, ASK and TRYAGAIN followed */
-    sluice__redis_script script;
-    int algorithm;
-    gboolean retried; /* NOSCRIPT was seen once */
+    gboolean retried;        /* NOSCRIPT, or no such function, was seen once */
     gboolean trial;   /* the breaker's trial call */
-    sluice__redis_keys keys;
-    gboolean over; /* done was called (reply, failure or timeout) */
+    gboolean over;    /* done was called (reply, failure or timeout) */
     GSource *timer;
     GSource *pause; /* after TRYAGAIN or the hop limit, until send_again; listed in its
                      * owner's paused */
     sluice__decided_func done;
     gpointer data;
+    sluice__redis_call call; /* written once, sent again as it is (only named anew) */
 } request;
 
-/* What a reply in the queue answers when it is not a request: a setup command, or
- * ASKING (whose reply says nothing: the command's after it does). */
+/* What a reply in the queue answers when it is not a request: a setup command, a
+ * step of the library's (redis/library.h), or ASKING (whose reply says nothing: the
+ * command's after it does). */
 static char auth_step[] = "AUTH", select_step[] = "SELECT", asking_step[] = "ASKING";
+static char ask_step[] = "FCALL_RO", load_step[] = "FUNCTION LOAD",
+            replace_step[] = "FUNCTION LOAD REPLACE";
+
+static gboolean is_step(gconstpointer p)
+{
+    return p == auth_step || p == select_step || p == asking_step || p == ask_step ||
+           p == load_step || p == replace_step;
+}
 
 typedef enum { RESOLVING, CONNECTING, HANDSHAKE, READY, CLOSED } stage;
 
@@ -77,6 +85,7 @@ struct connection {
     short wait;      /* what the handshake or the transport waits for */
     GByteArray *out; /* written, not sent */
     GQueue awaited;  /* request *, or a setup step, in the order sent */
+    guint asked;     /* the library's asks on it (redis/library.h) */
 };
 
 struct sluice__redis_async {
@@ -114,8 +123,7 @@ static void request_free(request *r)
         g_source_destroy(r->timer);
         g_source_unref(r->timer);
     }
-    sluice__redis_keys_clear(&r->keys);
-    sluice__redis_script_clear(&r->script);
+    sluice__redis_call_clear(&r->call);
     g_free(r);
 }
 
@@ -147,7 +155,7 @@ static void conclude(request *r, const sluice__verdict *v, GError *failure)
 static GError *failed(const request *r, const char *why)
 {
     GError *failure = NULL;
-    sluice__redis_fail(&failure, SLUICE_ERROR_BACKEND, &r->node->endpoint, "EVALSHA", why);
+    sluice__redis_fail(&failure, SLUICE_ERROR_BACKEND, &r->node->endpoint, "script", why);
     return failure;
 }
 
@@ -203,7 +211,7 @@ static void connection_close(connection *c, GError *why)
     c->fd = -1;
     gpointer p;
     while ((p = g_queue_pop_head(&c->awaited))) {
-        if (p == auth_step || p == select_step || p == asking_step)
+        if (is_step(p))
             continue;
         conclude(p, NULL, g_error_copy(why));
         request_free(p);
@@ -260,6 +268,14 @@ static void flush(connection *c)
         connection_broke(c, "send", o, saved_errno);
 }
 
+/* Appends the call r as it is named now (how). */
+static void append_call(connection *c, request *r, sluice__redis_how how)
+{
+    sluice__redis_call_use(&r->call, how);
+    g_byte_array_append(c->out, (const guint8 *)r->call.data, (guint)r->call.len);
+    g_queue_push_tail(&c->awaited, r);
+}
+
 static void append(connection *c, int argc, const char *const *argv, gpointer awaiting)
 {
     char small[1024];
@@ -284,7 +300,10 @@ static void send_on(request *r, connection *c, gboolean asking)
     }
     if (asking)
         append(c, 1, (const char *[]){"ASKING"}, asking_step);
-    append(c, r->script.argc, r->script.argv, r);
+    append_call(c, r,
+                g_atomic_int_get(&c->node->library) == SLUICE__LIBRARY_FUNCTIONS
+                    ? SLUICE__REDIS_FCALL
+                    : SLUICE__REDIS_EVALSHA);
     flush(c); /* may fail and close c, concluding r */
     watch(c);
 }
@@ -361,6 +380,36 @@ static gboolean follow(request *r, const redisReply *reply, const char **why)
     return TRUE;
 }
 
+/* Asks c's node which library it has (redis/library.h), the answer read by
+ * library_answered. */
+static void library_ask(connection *c)
+{
+    const char *argv[4];
+    int argc = sluice__redis_library_command(SLUICE__LIBRARY_ASK, argv);
+    c->asked++;
+    append(c, argc, argv, ask_step);
+}
+
+/* The reply to a step of the library's: the next step, or what the node does. */
+static void library_answered(connection *c, gconstpointer step, const redisReply *reply)
+{
+    sluice__redis_library_step was = step == ask_step    ? SLUICE__LIBRARY_ASK
+                                     : step == load_step ? SLUICE__LIBRARY_LOAD
+                                                         : SLUICE__LIBRARY_REPLACE;
+    sluice__redis_library library = SLUICE__LIBRARY_UNKNOWN;
+    sluice__redis_library_step next = sluice__redis_library_next(was, reply, c->asked, &library);
+    if (next == SLUICE__LIBRARY_DONE) {
+        g_atomic_int_set(&c->node->library, (gint)library);
+    } else if (next == SLUICE__LIBRARY_ASK) {
+        library_ask(c);
+    } else {
+        const char *argv[4];
+        int argc = sluice__redis_library_command(next, argv);
+        append(c, argc, argv, next == SLUICE__LIBRARY_LOAD ? load_step : replace_step);
+    }
+    flush(c);
+}
+
 /* The reply to what heads c's queue. */
 static void answer(connection *c, redisReply *reply)
 {
@@ -380,16 +429,26 @@ static void answer(connection *c, redisReply *reply)
         freeReplyObject(reply);
         return;
     }
+    if (p == ask_step || p == load_step || p == replace_step) {
+        library_answered(c, p, reply);
+        freeReplyObject(reply);
+        return;
+    }
     request *r = p;
     sluice__verdict v;
     const char *why;
     if (r->over) {
         /* timed out already: nothing to tell */
-    } else if (sluice__redis_is_noscript(reply) && !r->retried) {
-        /* a flushed script cache or a new server: EVAL runs it and caches it */
+    } else if ((sluice__redis_is_noscript(reply) || sluice__redis_is_no_function(reply)) &&
+               !r->retried) {
+        /* a flushed script cache, a library gone, or a new server: EVAL runs it and
+         * caches it; a library gone is asked for again */
         r->retried = TRUE;
-        sluice__redis_script_use_eval(&r->script, r->algorithm);
-        append(c, r->script.argc, r->script.argv, r);
+        if (sluice__redis_is_no_function(reply) &&
+            g_atomic_int_compare_and_exchange(&c->node->library, SLUICE__LIBRARY_FUNCTIONS,
+                                              SLUICE__LIBRARY_UNKNOWN))
+            library_ask(c);
+        append_call(c, r, SLUICE__REDIS_EVAL);
         freeReplyObject(reply);
         flush(c);
         return;
@@ -399,7 +458,7 @@ static void answer(connection *c, redisReply *reply)
             return;
         }
         conclude(r, NULL, failed(r, why ? why : reply->str));
-    } else if (sluice__redis_script_verdict(reply, &v, &why)) {
+    } else if (sluice__redis_call_verdict(&r->call, reply, &v, &why)) {
         conclude(r, &v, NULL);
     } else {
         conclude(r, NULL, failed(r, why));
@@ -573,6 +632,8 @@ static connection *connection_for(sluice__redis_node *node, GMainContext *contex
         db[sluice__redis_decimal(db, e->db)] = '\0';
         append(c, 2, (const char *[]){"SELECT", db}, select_step);
     }
+    if (g_atomic_int_get(&node->library) == SLUICE__LIBRARY_UNKNOWN)
+        library_ask(c); /* EVALSHA meanwhile */
     g_mutex_lock(&a->lock);
     g_hash_table_replace(a->connections, context, c);
     g_mutex_unlock(&a->lock);
@@ -616,7 +677,7 @@ static gboolean timed_out(gpointer p)
         sluice__redis_fail(&why, SLUICE_ERROR_BACKEND, e, step, "timed out");
     } else {
         sluice__redis_fail(&why, SLUICE_ERROR_BACKEND, e,
-                           c->stage == CONNECTING ? "connect" : "EVALSHA", "timed out");
+                           c->stage == CONNECTING ? "connect" : "script", "timed out");
     }
     /* a server that did not answer this will not answer the next: the calls on
      * the connection fail with it, later ones (even those `done` makes) get a new
@@ -628,16 +689,32 @@ static gboolean timed_out(gpointer p)
     return G_SOURCE_REMOVE;
 }
 
+sluice__redis_call *sluice__redis_async_call_new(void)
+{
+    request *r = g_new0(request, 1);
+    return &r->call;
+}
+
+static request *request_of(sluice__redis_call *call)
+{
+    return (request *)(gpointer)((char *)call - G_STRUCT_OFFSET(request, call));
+}
+
+void sluice__redis_async_call_free(sluice__redis_call *call)
+{
+    request_free(request_of(call));
+}
+
 void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *node, guint slot,
-                                const sluice__rule *rule, sluice__redis_keys *keys, gint64 permits,
-                                gint64 reserve_us, GMainContext *context, sluice__decided_func done,
-                                gpointer data)
+                                sluice__redis_call *call, GMainContext *context,
+                                sluice__decided_func done, gpointer data)
 {
     GError *failure = NULL;
     gboolean trial;
+    request *r = request_of(call);
 
     if (!sluice__breaker_allow(&node->breaker, &trial)) {
-        sluice__redis_keys_clear(keys);
+        request_free(r);
         sluice__breaker_refuse(&node->breaker, &failure);
         if (b->cluster) {
             sluice__redis_cluster_name_slot(failure, node, slot);
@@ -648,19 +725,13 @@ void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *no
         return;
     }
     connection *c = connection_for(node, context);
-    request *r = g_new0(request, 1);
     r->b = b;
     r->conn = c;
     r->node = node;
     r->slot = slot;
-    r->algorithm = rule->algorithm;
     r->trial = trial;
     r->done = done;
     r->data = data;
-    r->keys = *keys;
-    *keys = (sluice__redis_keys){NULL, NULL};
-    sluice__redis_script_init(&r->script, b->sha[rule->algorithm], rule, r->keys.state, r->keys.seq,
-                              "acquire", permits, reserve_us);
     if (c->stage != CLOSED) {
         r->timer = g_timeout_source_new((guint)MAX(1, (b->timeout_us + 999) / 1000));
         g_source_set_callback(r->timer, timed_out, r, NULL);

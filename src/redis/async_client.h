@@ -6,15 +6,21 @@
 
 #include "redis/internal.h"
 
-/* The backend's decide_async on node (which holds keys, in slot on a Cluster): the
- * rule's script on the connection of node and context, within b's timeout; on a
- * Cluster MOVED, ASK and TRYAGAIN are followed. Takes over keys (left empty). The
- * node's part of the client is made at its first call there, and freed with the
- * node (sluice__redis_node_free): what is still in flight then fails, and every
+#include "redis/script.h"
+
+/* A call for sluice__redis_async_decide, made in the request that will carry it
+ * (sluice__redis_call_init it); sluice__redis_async_call_free when it is not decided. */
+sluice__redis_call *sluice__redis_async_call_new(void);
+void sluice__redis_async_call_free(sluice__redis_call *call);
+
+/* The backend's decide_async of call on node (which holds its keys, in slot on a
+ * Cluster): on the connection of node and context, within b's timeout; on a
+ * Cluster MOVED, ASK and TRYAGAIN are followed. Takes over call. The node's part of
+ * the client is made at its first call there, and freed with the node
+ * (sluice__redis_node_free): what is still in flight then fails, and every
  * connection closes. */
 void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *node, guint slot,
-                                const sluice__rule *rule, sluice__redis_keys *keys, gint64 permits,
-                                gint64 reserve_us, GMainContext *context, sluice__decided_func done,
-                                gpointer data);
+                                sluice__redis_call *call, GMainContext *context,
+                                sluice__decided_func done, gpointer data);
 
 #endif

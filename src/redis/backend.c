@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The redis backend: the algorithms of lua/ run in Redis, shared by every process.
  *
- * A decision is one EVALSHA of the rule's script on the shared, pipelined link of
- * the node that holds its keys (link.c: threads deciding at once share round trips
- * instead of queueing behind each other's); NOSCRIPT runs it once more with EVAL,
- * which caches it again. A call, with the connect, AUTH and SELECT it may need,
+ * A decision is one script call on the shared, pipelined link of the node that
+ * holds its keys (link.c: threads deciding at once share round trips instead of
+ * queueing behind each other's): FCALL of sluice's Function library where the
+ * server has it (Redis 7: loaded at the first call, redis/library.c), EVALSHA
+ * otherwise, whose NOSCRIPT runs it once more with EVAL, which caches it again
+ * (script.c writes the command). A call, with the connect, AUTH and SELECT it may need,
  * ends by one deadline. Times come from Redis TIME inside the script, except under
  * the virtual clock (sluice_clock_set), whose time is passed as the scripts'
  * override. Each node's breaker stops calling it while it is dead, for a growing
@@ -16,10 +18,10 @@
 #include <hiredis/hiredis.h>
 #include <sluice/error.h>
 
-#include "lua_scripts.h"
 #include "redis/async_client.h"
 #include "redis/cluster.h"
 #include "redis/internal.h"
+#include "redis/library.h"
 #include "redis/link.h"
 #include "redis/redirect.h"
 #include "redis/script.h"
@@ -38,44 +40,75 @@ static redisReply *send_to(sluice__redis_node *node, gboolean asking, gint64 dea
     return sluice__redis_link_command(node->link, deadline, argc, argv, stale, error);
 }
 
-/* Runs the script of rule on node before deadline and reads its verdict into *v
- * (NULL: only checked); FALSE and *error otherwise, with *stale TRUE when the
- * server closed a connection older than the call (worth one more try). With
- * refused (a Cluster), an error reply other than NOSCRIPT is handed over in
- * *refused instead, for the caller to follow. */
-static gboolean run_script(redis_backend *b, sluice__redis_node *node, gboolean asking,
-                           gint64 deadline, const sluice__rule *rule,
-                           const sluice__redis_keys *keys, const char *op, gint64 permits,
-                           gint64 reserve_us, sluice__verdict *v, redisReply **refused,
+typedef struct {
+    sluice__redis_node *node;
+    gint64 deadline;
+} library_call;
+
+static redisReply *library_send(gpointer data, int argc, const char **argv)
+{
+    library_call *lc = data;
+    gboolean stale;
+    return sluice__redis_link_command(lc->node->link, lc->deadline, argc, argv, &stale, NULL);
+}
+
+/* How node runs sluice's scripts: asked (and the library loaded) at the first call,
+ * before deadline; UNKNOWN while it does not answer. */
+static sluice__redis_library library_of(sluice__redis_node *node, gint64 deadline)
+{
+    sluice__redis_library l = g_atomic_int_get(&node->library);
+    if (G_LIKELY(l != SLUICE__LIBRARY_UNKNOWN))
+        return l;
+    library_call lc = {node, deadline};
+    l = sluice__redis_library_settle(library_send, &lc, node->endpoint.what);
+    if (l != SLUICE__LIBRARY_UNKNOWN)
+        g_atomic_int_set(&node->library, l);
+    return l;
+}
+
+/* Runs call on node before deadline and reads its verdict into *v (NULL: only
+ * checked); FALSE and *error otherwise, with *stale TRUE when the server closed a
+ * connection older than the call (worth one more try). With refused (a Cluster),
+ * an error reply other than NOSCRIPT is handed over in *refused instead, for the
+ * caller to follow. FCALL where the library is loaded, else EVALSHA; NOSCRIPT runs
+ * it once more with EVAL, which caches it again; a library gone since (FUNCTION
+ * FLUSH, a server restarted without it) is loaded again first. */
+static gboolean run_script(sluice__redis_node *node, gboolean asking, gint64 deadline,
+                           sluice__redis_call *call, sluice__verdict *v, redisReply **refused,
                            gboolean *stale, GError **error)
 {
-    sluice__redis_script script;
-    sluice__redis_script_init(&script, b->sha[rule->algorithm], rule, keys->state, keys->seq, op,
-                              permits, reserve_us);
+    sluice__redis_how how = library_of(node, deadline) == SLUICE__LIBRARY_FUNCTIONS
+                                ? SLUICE__REDIS_FCALL
+                                : SLUICE__REDIS_EVALSHA;
     for (int attempt = 0; attempt < 2; attempt++) {
-        redisReply *reply = send_to(node, asking, deadline, script.argc, script.argv, stale, error);
-        if (!reply) {
-            sluice__redis_script_clear(&script);
+        sluice__redis_call_use(call, how);
+        redisReply *reply = sluice__redis_link_send(node->link, deadline, asking, call->data,
+                                                    call->len, "script", stale, error);
+        if (!reply)
             return FALSE;
+        if (attempt == 0 && how == SLUICE__REDIS_FCALL && sluice__redis_is_no_function(reply)) {
+            freeReplyObject(reply);
+            g_atomic_int_set(&node->library, SLUICE__LIBRARY_UNKNOWN);
+            how = library_of(node, deadline) == SLUICE__LIBRARY_FUNCTIONS ? SLUICE__REDIS_FCALL
+                                                                          : SLUICE__REDIS_EVAL;
+            continue;
         }
-        if (sluice__redis_is_noscript(reply) && attempt == 0) {
+        if (attempt == 0 && sluice__redis_is_noscript(reply)) {
             /* a flushed script cache or a new server: EVAL runs the script and
              * caches it again, in one round trip */
             freeReplyObject(reply);
-            sluice__redis_script_use_eval(&script, rule->algorithm);
+            how = SLUICE__REDIS_EVAL;
             continue;
         }
         if (refused && reply->type == REDIS_REPLY_ERROR) {
             *refused = reply;
-            sluice__redis_script_clear(&script);
             return FALSE;
         }
         const char *why;
-        gboolean ok = sluice__redis_script_verdict(reply, v, &why);
+        gboolean ok = sluice__redis_call_verdict(call, reply, v, &why);
         if (!ok)
             sluice__redis_fail(error, SLUICE_ERROR_BACKEND, &node->endpoint, "script", why);
         freeReplyObject(reply);
-        sluice__redis_script_clear(&script);
         return ok;
     }
     g_assert_not_reached();
@@ -166,10 +199,7 @@ static gboolean on_cluster(redis_backend *b, guint slot, gint64 deadline, attemp
 }
 
 typedef struct {
-    const sluice__rule *rule;
-    const sluice__redis_keys *keys;
-    const char *op;
-    gint64 permits, reserve_us;
+    sluice__redis_call *call;
     sluice__verdict *v;
 } script_call;
 
@@ -177,9 +207,9 @@ static gboolean attempt_script(redis_backend *b, sluice__redis_node *node, gbool
                                gint64 deadline, gpointer data, redisReply **refused,
                                gboolean *stale, GError **error)
 {
+    (void)b;
     script_call *s = data;
-    return run_script(b, node, asking, deadline, s->rule, s->keys, s->op, s->permits, s->reserve_us,
-                      s->v, refused, stale, error);
+    return run_script(node, asking, deadline, s->call, s->v, refused, stale, error);
 }
 
 typedef struct {
@@ -207,27 +237,47 @@ static guint slot_of(const sluice__redis_keys *keys)
     return sluice__cluster_key_slot(keys->state, strlen(keys->state));
 }
 
+/* The slot of a call's keys (all share one hash tag). */
+static guint call_slot(const sluice__redis_call *call)
+{
+    return sluice__cluster_key_slot(call->args + call->key_at, call->key_len);
+}
+
+static void call_init(redis_backend *b, sluice__redis_call *call, sluice__limiter *limiter,
+                      const sluice__rule *rule, const char *key, const char *op, gint64 permits,
+                      gint64 reserve_us)
+{
+    sluice__redis_call_init(call, rule, b->prefixes[rule->algorithm],
+                            b->prefix_len[rule->algorithm], limiter, key, op, permits, reserve_us);
+}
+
 /* One script call with the node's breaker around it, within the backend's timeout
- * in all (connect, AUTH, SELECT, EVALSHA, EVAL after NOSCRIPT); fills v when it
- * succeeded. A connection made before this call that the server has closed
- * (restarted, CLIENT KILL, idle timeout) is replaced once, within the same time. */
+ * in all (connect, AUTH, SELECT, the library's first load, the script, EVAL after
+ * NOSCRIPT); fills v when it succeeded. A connection made before this call that the
+ * server has closed (restarted, CLIENT KILL, idle timeout) is replaced once, within
+ * the same time. */
 static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__rule *rule,
                      const char *key, const char *op, gint64 permits, gint64 reserve_us,
                      sluice__verdict *v, GError **error)
 {
-    g_auto(sluice__redis_keys) keys = {NULL, NULL};
-    sluice__redis_keys_build(&keys, b->prefixes[rule->algorithm], limiter->name, key);
+    sluice__redis_call c;
+    call_init(b, &c, limiter, rule, key, op, permits, reserve_us);
     if (b->cluster) {
-        script_call sc = {rule, &keys, op, permits, reserve_us, v};
-        return on_cluster(b, slot_of(&keys), g_get_monotonic_time() + b->timeout_us, attempt_script,
-                          &sc, "script", TRUE, error);
+        script_call sc = {&c, v};
+        gboolean ok = on_cluster(b, call_slot(&c), g_get_monotonic_time() + b->timeout_us,
+                                 attempt_script, &sc, "script", TRUE, error);
+        sluice__redis_call_clear(&c);
+        return ok;
     }
-    sluice__redis_node *node = sluice__redis_route(b, &keys, error);
+    sluice__redis_node *node = sluice__redis_route(b, NULL, error);
     gboolean trial;
-    if (!node)
+    if (!node) {
+        sluice__redis_call_clear(&c);
         return FALSE;
+    }
     if (!sluice__breaker_allow(&node->breaker, &trial)) {
         sluice__breaker_refuse(&node->breaker, error);
+        sluice__redis_call_clear(&c);
         return FALSE;
     }
     gint64 deadline = g_get_monotonic_time() + b->timeout_us;
@@ -236,11 +286,11 @@ static gboolean call(redis_backend *b, sluice__limiter *limiter, const sluice__r
     for (int attempt = 0; !ok && attempt < 2; attempt++) {
         gboolean stale = FALSE;
         g_clear_error(&failure);
-        ok = run_script(b, node, FALSE, deadline, rule, &keys, op, permits, reserve_us, v, NULL,
-                        &stale, &failure);
+        ok = run_script(node, FALSE, deadline, &c, v, NULL, &stale, &failure);
         if (!stale)
             break;
     }
+    sluice__redis_call_clear(&c);
     if (!ok) {
         sluice__breaker_failure(&node->breaker, trial, failure->message);
         sluice__redis_failed(b, node);
@@ -265,13 +315,13 @@ static void redis_decide_async(sluice__backend *backend, sluice__limiter *limite
                                gpointer data)
 {
     redis_backend *b = (redis_backend *)backend;
-    sluice__redis_keys keys;
-    sluice__redis_keys_build(&keys, b->prefixes[rule->algorithm], limiter->name, key);
     GError *failure = NULL;
     sluice__redis_node *node;
     guint slot = 0;
+    sluice__redis_call *c = sluice__redis_async_call_new();
+    call_init(b, c, limiter, rule, key, "acquire", permits, reserve_us);
     if (b->cluster) {
-        slot = slot_of(&keys);
+        slot = call_slot(c);
         node = sluice__redis_cluster_node(b->cluster, slot);
         if (!node) { /* a Cluster whose map names no master for the slot */
             g_set_error(&failure, SLUICE_ERROR, SLUICE_ERROR_BACKEND,
@@ -280,15 +330,14 @@ static void redis_decide_async(sluice__backend *backend, sluice__limiter *limite
             sluice__redis_cluster_refresh_soon(b->cluster, b->timeout_us);
         }
     } else {
-        node = sluice__redis_route(b, &keys, &failure); /* NULL: no master found yet */
+        node = sluice__redis_route(b, NULL, &failure); /* NULL: no master found yet */
     }
     if (!node) {
-        sluice__redis_keys_clear(&keys);
+        sluice__redis_async_call_free(c);
         done(NULL, failure, data);
         return;
     }
-    sluice__redis_async_decide(b, node, slot, rule, &keys, permits, reserve_us, context, done,
-                               data);
+    sluice__redis_async_decide(b, node, slot, c, context, done, data);
 }
 
 static void redis_release(sluice__backend *backend, sluice__limiter *limiter,
@@ -377,8 +426,6 @@ static void redis_free(sluice__backend *backend)
     sluice__redis_master_free(b->master);
     sluice__tls_context_unref(b->tls);
     sluice__redis_url_clear(&b->url);
-    for (int i = 0; i < ALGORITHMS; i++)
-        g_free(b->sha[i]);
     g_free(b->prefix);
     for (int i = 0; i < ALGORITHMS; i++)
         g_free(b->prefixes[i]);
@@ -438,12 +485,11 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         SLUICE__ALGORITHM_TABLE(ALGORITHM_TAG)
 #undef ALGORITHM_TAG
     };
-    for (int i = 0; i < ALGORITHMS; i++)
+    for (int i = 0; i < ALGORITHMS; i++) {
         b->prefixes[i] = g_strconcat(config->key_prefix, tags[i], ":", NULL);
+        b->prefix_len[i] = strlen(b->prefixes[i]);
+    }
     b->timeout_us = config->timeout_us;
-    for (int i = 0; i < ALGORITHMS; i++)
-        if (sluice__lua_scripts[i]) /* else decided in process only */
-            b->sha[i] = g_compute_checksum_for_string(G_CHECKSUM_SHA1, sluice__lua_scripts[i], -1);
     if (b->url.topology == SLUICE__REDIS_CLUSTER) {
         b->cluster = sluice__redis_cluster_new(&b->url, config->redis_password, b->tls,
                                                config->tls.server_name);
@@ -473,6 +519,9 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
             redis_free(&b->base);
             return NULL;
         }
+        sluice__redis_node *master = sluice__redis_master_node(b->master, NULL);
+        if (master) /* the library now, not in the first decision's time */
+            library_of(master, g_get_monotonic_time() + b->timeout_us);
         return &b->base;
     }
     sluice__redis_endpoint endpoint;
@@ -498,6 +547,8 @@ sluice__backend *sluice__backend_redis_new(const sluice__config *config, GError 
         }
         g_message("%s; on_error decides until it answers", failure->message);
         g_error_free(failure);
+    } else { /* the library now, not in the first decision's time */
+        library_of(b->node, g_get_monotonic_time() + b->timeout_us);
     }
     return &b->base;
 }

@@ -21,8 +21,8 @@ typedef struct {
     /* key_prefix and the algorithm's tag ("sluice:sw:"): a limit whose algorithm a
      * reload changes starts on fresh keys instead of reading another's state */
     char *prefixes[SLUICE__ALGORITHMS];
+    gsize prefix_len[SLUICE__ALGORITHMS];
     gint64 timeout_us;
-    char *sha[SLUICE__ALGORITHMS];
     sluice__redis_node *node;       /* the one server (NULL on a Cluster, with Sentinel) */
     sluice__redis_cluster *cluster; /* a Cluster's masters and slot map, or NULL */
     sluice__redis_master *master;   /* redis+sentinel://: the master, as it moves, or NULL */

@@ -5,6 +5,8 @@
 
 #include <glib.h>
 
+#include "limiter.h"
+
 /* Keys longer than this many bytes are stored under their SHA-256 instead. */
 #define SLUICE__REDIS_KEY_MAX_PLAIN 200
 
@@ -31,6 +33,19 @@ void sluice__redis_keys_build(sluice__redis_keys *out, const char *prefix, const
                               const char *key);
 void sluice__redis_keys_clear(sluice__redis_keys *keys);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(sluice__redis_keys, sluice__redis_keys_clear)
+
+/* The state key written straight into a command, from what is cached: the key
+ * prefix with the algorithm's tag (the backend's), and the limit name's part of
+ * TAG, "{LEN:NAME" (escaped), which sluice__redis_name_tag makes at the limiter's
+ * first call and keeps with it (registry.c frees it). The same key as
+ * sluice__redis_keys_build's state. */
+const char *sluice__redis_name_tag(sluice__limiter *limiter);
+/* The bytes of PREFIX TAG + the rest of the key (key NULL: the empty key), where
+ * head_len is the length of PREFIX TAG. */
+gsize sluice__redis_key_size(gsize head_len, const char *key);
+/* Writes the key at out (sluice__redis_key_size bytes); its length. */
+gsize sluice__redis_key_write(char *out, const char *prefix, gsize prefix_len, const char *tag,
+                              gsize tag_len, const char *key);
 
 /* TRUE when prefix can start sluice's keys: it holds no `{` or `}` (which would
  * move the hash tag). FALSE and a sentence in *why otherwise. */

@@ -392,18 +392,17 @@ void sluice__redis_link_close(sluice__redis_link *l)
         conn_release(c); /* freed now, or by the last call still on it */
 }
 
-/* argv on l, after ASKING when asking (both appended at once: nothing comes between). */
-static redisReply *command(sluice__redis_link *l, gint64 deadline, gboolean asking, int argc,
-                           const char **argv, gboolean *stale, GError **error)
+/* The command cmd (len bytes of RESP; what: its name for messages) on l, after ASKING
+ * when asking (both appended at once: nothing comes between). */
+static redisReply *exchange(sluice__redis_link *l, gint64 deadline, gboolean asking,
+                            const char *cmd, gsize len, const char *what, gboolean *stale,
+                            GError **error)
 {
     static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
     request me = {.state = WAITING, .deadline = deadline, .due = asking ? 2 : 1};
     gint64 started = g_get_monotonic_time();
-    char small[1024];
 
     *stale = FALSE;
-    gsize len;
-    char *cmd = sluice__redis_format_in(small, sizeof small, argc, argv, &len);
     g_mutex_lock(&l->lock);
     conn *c = current(l, deadline, FALSE, error);
     if (c) {
@@ -432,16 +431,34 @@ static redisReply *command(sluice__redis_link *l, gint64 deadline, gboolean aski
     } else {
         g_mutex_unlock(&l->lock);
     }
-    if (cmd != small)
-        g_free(cmd);
     if (!c)
         return NULL;
     if (me.reply)
         return me.reply;
     *stale = me.stale && me.outcome == SLUICE__REDIS_LOST;
-    sluice__redis_fail(error, SLUICE_ERROR_BACKEND, l->e, argv[0],
+    sluice__redis_fail(error, SLUICE_ERROR_BACKEND, l->e, what,
                        sluice__redis_outcome_reason(me.outcome, me.saved_errno));
     return NULL;
+}
+
+/* argv on l, after ASKING when asking. */
+static redisReply *command(sluice__redis_link *l, gint64 deadline, gboolean asking, int argc,
+                           const char **argv, gboolean *stale, GError **error)
+{
+    char small[1024];
+    gsize len;
+    char *cmd = sluice__redis_format_in(small, sizeof small, argc, argv, &len);
+    redisReply *reply = exchange(l, deadline, asking, cmd, len, argv[0], stale, error);
+    if (cmd != small)
+        g_free(cmd);
+    return reply;
+}
+
+redisReply *sluice__redis_link_send(sluice__redis_link *l, gint64 deadline, gboolean asking,
+                                    const char *cmd, gsize len, const char *what, gboolean *stale,
+                                    GError **error)
+{
+    return exchange(l, deadline, asking, cmd, len, what, stale, error);
 }
 
 redisReply *sluice__redis_link_command(sluice__redis_link *l, gint64 deadline, int argc,

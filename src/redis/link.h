@@ -35,4 +35,10 @@ redisReply *sluice__redis_link_command(sluice__redis_link *link, gint64 deadline
 redisReply *sluice__redis_link_asking(sluice__redis_link *link, gint64 deadline, int argc,
                                       const char **argv, gboolean *stale, GError **error);
 
+/* The same for a command already in RESP (cmd, len bytes; what: its name in
+ * messages), after ASKING when asking. */
+redisReply *sluice__redis_link_send(sluice__redis_link *link, gint64 deadline, gboolean asking,
+                                    const char *cmd, gsize len, const char *what, gboolean *stale,
+                                    GError **error);
+
 #endif

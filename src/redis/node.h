@@ -23,6 +23,8 @@ typedef struct {
                                  * NULL until its first call here (atomic) */
     GDestroyNotify async_free;  /* frees async: set by the client that set async */
     sluice__breaker breaker;    /* both clients': a dead node costs no other node  */
+    gint library;               /* atomic: a sluice__redis_library, how scripts run
+                                 * there (redis/library.h), learnt at the first call */
 } sluice__redis_node;
 
 /* A node for endpoint, which it takes over (e is left empty); connects on first use. */

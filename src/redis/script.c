@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* One script call of the redis backend: its EVALSHA arguments and reading its reply. */
+/* One script call of the redis backend: the command of a decision, written once in
+ * RESP, and reading its reply. */
 #include "redis/script.h"
 
+#include <string.h>
+
 #include "clock.h"
-#include "lua_scripts.h"
+#include "redis/key.h"
 #include "redis/resp.h"
 
 char *sluice__redis_band_key(const char *state_key, const sluice__band *band)
@@ -12,102 +15,321 @@ char *sluice__redis_band_key(const char *state_key, const sluice__band *band)
                            state_key, band->limit, band->window_us, band->burst);
 }
 
-static const char *decimal(sluice__redis_script *s, guint i, gint64 value)
+/* ---- writing ------------------------------------------------------------------------ */
+
+/* Most bytes a number takes as a bulk string: `$20\r\n`, 20 digits, `\r\n`. */
+#define NUMBER_MAX 27
+/* Most bytes `:band:L:W:B` adds to a key. */
+#define BAND_SUFFIX_MAX (6 + 3 * 20 + 2)
+
+typedef struct {
+    char *at;
+    guint argc;
+} writer;
+
+static void put_raw(writer *w, const char *data, gsize len)
 {
-    s->numbers[i][sluice__redis_decimal(s->numbers[i], value)] = '\0';
-    return s->numbers[i];
+    memcpy(w->at, data, len);
+    w->at += len;
 }
 
-void sluice__redis_script_init(sluice__redis_script *s, const char *sha, const sluice__rule *rule,
-                               const char *state_key, const char *seq_key, const char *op,
-                               gint64 permits, gint64 reserve_us)
+/* `$len\r\n` */
+static void put_length(writer *w, gsize len)
 {
-    guint bands = rule->n_bands + rule->n_shadow, n = 0, k = 0;
-    /* only these write a seq key; the others name none (see script.h) */
-    gboolean seq = rule->algorithm == SLUICE__SLIDING_LOG || rule->algorithm == SLUICE__CONCURRENCY;
-    gint64 per_band = seq ? 2 : 1;
-    s->argv[n++] = "EVALSHA";
-    s->argv[n++] = sha;
-    s->argv[n++] = decimal(s, k++, per_band * (1 + (gint64)bands));
-    s->argv[n++] = state_key;
-    if (seq)
-        s->argv[n++] = seq_key;
-    for (guint i = 0; i < bands; i++) {
-        const sluice__band *b = &rule->bands[i];
-        s->band_keys[2 * i] = sluice__redis_band_key(state_key, b);
-        s->argv[n++] = s->band_keys[2 * i];
-        s->band_keys[2 * i + 1] = seq ? g_strconcat(s->band_keys[2 * i], ":seq", NULL) : NULL;
-        if (seq)
-            s->argv[n++] = s->band_keys[2 * i + 1];
+    *w->at++ = '$';
+    w->at += sluice__redis_decimal(w->at, (gint64)len);
+    put_raw(w, "\r\n", 2);
+}
+
+static void put_bulk(writer *w, const char *data, gsize len)
+{
+    put_length(w, len);
+    put_raw(w, data, len);
+    put_raw(w, "\r\n", 2);
+    w->argc++;
+}
+
+static void put_number(writer *w, gint64 v)
+{
+    char digits[24];
+    put_bulk(w, digits, sluice__redis_decimal(digits, v));
+}
+
+/* The key that is key (len bytes) and suffix (n bytes). */
+static void put_key(writer *w, const char *key, gsize len, const char *suffix, gsize n)
+{
+    put_length(w, len + n);
+    put_raw(w, key, len);
+    put_raw(w, suffix, n);
+    put_raw(w, "\r\n", 2);
+    w->argc++;
+}
+
+/* `:band:L:W:B` into out; its length. */
+static gsize band_suffix(char *out, const sluice__band *b)
+{
+    gsize n = 0;
+    memcpy(out, ":band:", 6);
+    n += 6;
+    n += sluice__redis_decimal(out + n, b->limit);
+    out[n++] = ':';
+    n += sluice__redis_decimal(out + n, b->window_us);
+    out[n++] = ':';
+    n += sluice__redis_decimal(out + n, b->burst);
+    return n;
+}
+
+/* token_bucket and gcra: TRUE (and *t = T) when the rule's numbers stay whole µs
+ * below 2^53 in doubles: T = window / limit a whole number and (burst + 1) * T <= 2^52. */
+static gboolean whole_rate(const sluice__rule *rule, gint64 *t)
+{
+    if (rule->window_us % rule->limit != 0)
+        return FALSE;
+    *t = rule->window_us / rule->limit;
+    return rule->burst < (G_GINT64_CONSTANT(1) << 52) / *t;
+}
+
+static sluice__lua_entry entry_of(const sluice__rule *rule, gboolean virtual, gint64 *t)
+{
+    if (rule->n_bands + rule->n_shadow > 0)
+        return SLUICE__LUA_BANDS;
+    switch (rule->algorithm) {
+    case SLUICE__FIXED_WINDOW:
+        return rule->epoch || virtual ? SLUICE__LUA_EXACT : SLUICE__LUA_DECIDE;
+    case SLUICE__TOKEN_BUCKET:
+    case SLUICE__GCRA:
+        return whole_rate(rule, t) ? SLUICE__LUA_DECIDE : SLUICE__LUA_EXACT;
+    default:
+        return SLUICE__LUA_DECIDE;
     }
-    s->argv[n++] = op;
-    const gint64 values[] = {rule->limit, rule->window_us, rule->burst,
-                             rule->epoch, permits,         reserve_us};
-    for (guint i = 0; i < G_N_ELEMENTS(values); i++)
-        s->argv[n++] = decimal(s, k++, values[i]);
-    if (sluice__clock_injected()) /* a virtual clock (replay, tests): never in normal operation */
-        s->argv[n++] = decimal(s, k++, sluice__clock_now());
-    else
-        s->argv[n++] = "";
-    if (bands > 0) {
-        s->argv[n++] = decimal(s, k++, rule->n_bands);
-        s->argv[n++] = decimal(s, k++, rule->n_shadow);
-        for (guint i = 0; i < bands; i++) {
-            s->argv[n++] = decimal(s, k++, rule->bands[i].limit);
-            s->argv[n++] = decimal(s, k++, rule->bands[i].window_us);
-            s->argv[n++] = decimal(s, k++, rule->bands[i].burst);
+}
+
+void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, const char *prefix,
+                             gsize prefix_len, sluice__limiter *limiter, const char *key,
+                             const char *op, gint64 permits, gint64 reserve_us)
+{
+    gboolean virtual = sluice__clock_injected(); /* tests, replay: never in normal operation */
+    gint64 now = virtual ? sluice__clock_now() : 0, t = 0;
+    guint bands = rule->n_bands + rule->n_shadow;
+    const char *tag = sluice__redis_name_tag(limiter);
+    gsize tag_len = strlen(tag);
+    gsize key_size = sluice__redis_key_size(prefix_len + tag_len, key);
+
+    c->algorithm = rule->algorithm;
+    c->entry = entry_of(rule, virtual, &t);
+    c->capacity = sluice__rule_capacity(rule);
+    c->permits = permits;
+    c->big = NULL;
+    c->data = NULL;
+    c->len = 0;
+
+    /* only these write a seq key (STATE:seq); the others name none: a call names no
+     * key it does not use, so that on a Cluster a slot being migrated answers it with
+     * ASK or runs it, and TRYAGAIN (some of its keys moved, not all) comes only from
+     * keys it really has */
+    gboolean seq = rule->algorithm == SLUICE__SLIDING_LOG || rule->algorithm == SLUICE__CONCURRENCY;
+    guint per_band = seq ? 2 : 1;
+
+    /* what the arguments may take at most */
+    gsize most = (1 + bands) * per_band * (key_size + BAND_SUFFIX_MAX + 4 + NUMBER_MAX) +
+                 (10 + 3 * (1 + bands)) * NUMBER_MAX + 16;
+    if (most <= SLUICE__REDIS_CALL_SMALL) {
+        c->args = c->buf + SLUICE__REDIS_CALL_HEAD;
+    } else {
+        c->big = g_malloc(SLUICE__REDIS_CALL_HEAD + most);
+        c->args = c->big + SLUICE__REDIS_CALL_HEAD;
+    }
+
+    writer w = {c->args, 0};
+    put_number(&w, per_band * (1 + bands));
+    /* the state key, written in place */
+    put_length(&w, key_size);
+    c->key_at = (gsize)(w.at - c->args);
+    c->key_len = sluice__redis_key_write(w.at, prefix, prefix_len, tag, tag_len, key);
+    w.at += c->key_len;
+    put_raw(&w, "\r\n", 2);
+    w.argc++;
+    const char *state_key = c->args + c->key_at;
+    if (seq)
+        put_key(&w, state_key, c->key_len, ":seq", 4);
+    for (guint i = 0; i < bands; i++) {
+        char suffix[BAND_SUFFIX_MAX + 4];
+        gsize n = band_suffix(suffix, &rule->bands[i]);
+        put_key(&w, state_key, c->key_len, suffix, n);
+        if (seq) {
+            memcpy(suffix + n, ":seq", 4);
+            put_key(&w, state_key, c->key_len, suffix, n + 4);
         }
     }
-    for (guint i = bands; i < G_N_ELEMENTS(s->band_keys) / 2; i++)
-        s->band_keys[2 * i] = s->band_keys[2 * i + 1] = NULL;
-    s->argc = (int)n;
+
+    if (c->entry == SLUICE__LUA_BANDS) {
+        put_number(&w, permits);
+        put_number(&w, reserve_us);
+        put_number(&w, rule->epoch);
+        if (virtual)
+            put_number(&w, now);
+        else
+            put_bulk(&w, "", 0);
+        put_number(&w, rule->n_bands);
+        put_number(&w, rule->n_shadow);
+        put_number(&w, rule->limit);
+        put_number(&w, rule->window_us);
+        put_number(&w, rule->burst);
+        for (guint i = 0; i < bands; i++) {
+            put_number(&w, rule->bands[i].limit);
+            put_number(&w, rule->bands[i].window_us);
+            put_number(&w, rule->bands[i].burst);
+        }
+    } else {
+        if (rule->algorithm == SLUICE__CONCURRENCY)
+            put_bulk(&w, op, strlen(op));
+        put_number(&w, permits);
+        switch (rule->algorithm) {
+        case SLUICE__FIXED_WINDOW:
+            put_number(&w, rule->limit);
+            if (c->entry == SLUICE__LUA_DECIDE) {
+                put_number(&w, rule->window_us / 1000);
+            } else {
+                put_number(&w, rule->window_us);
+                put_number(&w, rule->epoch);
+            }
+            break;
+        case SLUICE__TOKEN_BUCKET:
+        case SLUICE__GCRA:
+            if (c->entry == SLUICE__LUA_DECIDE) {
+                put_number(&w, t);
+            } else {
+                put_number(&w, rule->limit);
+                put_number(&w, rule->window_us);
+            }
+            put_number(&w, rule->burst);
+            if (rule->algorithm == SLUICE__TOKEN_BUCKET)
+                put_number(&w, reserve_us);
+            break;
+        default: /* sliding_log, sliding_window, concurrency */
+            put_number(&w, rule->limit);
+            put_number(&w, rule->window_us);
+        }
+        if (virtual)
+            put_number(&w, now);
+    }
+    c->args_len = (gsize)(w.at - c->args);
+    c->argc = w.argc;
 }
 
-void sluice__redis_script_clear(sluice__redis_script *s)
+void sluice__redis_call_use(sluice__redis_call *c, sluice__redis_how how)
 {
-    for (guint i = 0; i < G_N_ELEMENTS(s->band_keys); i++)
-        g_clear_pointer(&s->band_keys[i], g_free);
+    static const char *const commands[] = {"FCALL", "EVALSHA", "EVAL"};
+    const char *name = how == SLUICE__REDIS_FCALL ? sluice__lua_functions[c->algorithm][c->entry]
+                       : how == SLUICE__REDIS_EVALSHA ? sluice__lua_shas[c->algorithm][c->entry]
+                                                      : sluice__lua_scripts[c->algorithm][c->entry];
+    gsize name_len = strlen(name);
+    char *at = c->args;
+    if (how == SLUICE__REDIS_EVAL) { /* the source: a buffer of its own */
+        char *whole = g_malloc(name_len + 64 + c->args_len);
+        memcpy(whole + name_len + 64, c->args, c->args_len);
+        if (c->big != NULL && c->args == c->big + SLUICE__REDIS_CALL_HEAD)
+            g_free(c->big);
+        c->big = whole;
+        c->args = at = whole + name_len + 64;
+    }
+    char head[24];
+    writer w = {head, 0};
+    *w.at++ = '*';
+    w.at += sluice__redis_decimal(w.at, (gint64)c->argc + 2);
+    put_raw(&w, "\r\n", 2);
+    put_bulk(&w, commands[how], strlen(commands[how]));
+    gsize head_len = (gsize)(w.at - head);
+    /* the name's length, then the name, right before the arguments */
+    char length[24];
+    writer l = {length, 0};
+    put_length(&l, name_len);
+    gsize length_len = (gsize)(l.at - length);
+    gsize all = head_len + length_len + name_len + 2;
+    char *start = at - all;
+    memcpy(start, head, head_len);
+    memcpy(start + head_len, length, length_len);
+    memcpy(start + head_len + length_len, name, name_len);
+    memcpy(start + head_len + length_len + name_len, "\r\n", 2);
+    c->data = start;
+    c->len = all + c->args_len;
 }
 
-void sluice__redis_script_use_eval(sluice__redis_script *s, sluice__algorithm algorithm)
+void sluice__redis_call_clear(sluice__redis_call *c)
 {
-    s->argv[0] = "EVAL";
-    s->argv[1] = sluice__lua_scripts[algorithm];
+    g_clear_pointer(&c->big, g_free);
 }
+
+/* ---- reading -------------------------------------------------------------------------- */
 
 gboolean sluice__redis_is_noscript(const redisReply *reply)
 {
     return reply->type == REDIS_REPLY_ERROR && g_str_has_prefix(reply->str, "NOSCRIPT");
 }
 
-gboolean sluice__redis_script_verdict(const redisReply *reply, sluice__verdict *v, const char **why)
+gboolean sluice__redis_is_no_function(const redisReply *reply)
+{
+    return reply->type == REDIS_REPLY_ERROR && strstr(reply->str, "Function not found");
+}
+
+gboolean sluice__redis_call_verdict(const sluice__redis_call *c, const redisReply *reply,
+                                    sluice__verdict *v, const char **why)
 {
     if (reply->type == REDIS_REPLY_ERROR) {
         *why = reply->str;
         return FALSE;
     }
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 8) {
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 || reply->elements > 8) {
         *why = "unexpected reply";
         return FALSE;
     }
-    for (size_t i = 0; i < 8; i++) {
+    gint64 n[8];
+    for (size_t i = 0; i < reply->elements; i++) {
         if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
             *why = "reply is not integers";
             return FALSE;
         }
+        n[i] = reply->element[i]->integer;
     }
-    if (v) {
-        v->allowed = reply->element[0]->integer != 0;
-        v->limit = reply->element[1]->integer;
-        v->remaining = reply->element[2]->integer;
-        v->retry_after_us = reply->element[3]->integer;
-        v->reset_after_us = reply->element[4]->integer;
-        v->wait_us = reply->element[5]->integer;
-        v->leased = reply->element[6]->integer;
+    gsize count = reply->elements;
+    if (!v)
+        return TRUE;
+    *v = (sluice__verdict){.retry_after_us = -1};
+    if (count == 8) { /* bands: every field */
+        v->allowed = n[0] != 0;
+        v->limit = n[1];
+        v->remaining = n[2];
+        v->retry_after_us = n[3];
+        v->reset_after_us = n[4];
+        v->wait_us = n[5];
+        v->leased = n[6];
         /* the bands that refused; admitted, only shadow bands can have */
-        v->refused = (guint)reply->element[7]->integer;
+        v->refused = (guint)n[7];
         v->shadow_denied = v->allowed && v->refused != 0;
-        v->blocked = FALSE;
+        return TRUE;
+    }
+    v->allowed = n[0] != 0;
+    v->limit = c->capacity;
+    v->remaining = n[1];
+    v->reset_after_us = n[2];
+    if (v->allowed) {
+        if (count == 5) {
+            v->wait_us = n[3];
+            v->leased = n[4];
+        }
+        return TRUE;
+    }
+    v->retry_after_us = c->permits > c->capacity ? -1 : n[3]; /* never, whatever the state */
+    /* what ages the denial: gcra tat - now (µs, 1/limit-ths), token_bucket tokens and
+     * now - last refill (µs, 1/limit-ths), sliding_window current, previous and
+     * now - start; the common path leaves the fractions out (0) */
+    gsize extra = count - 4;
+    if ((c->algorithm == SLUICE__GCRA && extra >= 1) ||
+        (c->algorithm == SLUICE__TOKEN_BUCKET && extra >= 2) ||
+        (c->algorithm == SLUICE__SLIDING_WINDOW && extra == 3)) {
+        v->aging = TRUE;
+        for (gsize i = 0; i < extra; i++)
+            v->state[i] = n[4 + i];
     }
     return TRUE;
 }

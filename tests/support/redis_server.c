@@ -553,5 +553,6 @@ gint64 test_redis_script_calls(const test_redis *redis)
 {
     gint64 evalsha = test_redis_command_calls(redis, "evalsha");
     gint64 eval = evalsha < 0 ? -1 : test_redis_command_calls(redis, "eval");
-    return evalsha < 0 || eval < 0 ? -1 : evalsha + eval;
+    gint64 fcall = eval < 0 ? -1 : test_redis_command_calls(redis, "fcall");
+    return evalsha < 0 || eval < 0 || fcall < 0 ? -1 : evalsha + eval + fcall;
 }

@@ -99,7 +99,7 @@ redisReply *test_redis_vcommand(const test_redis *redis, const char *format, va_
 /* How many times the server has run `command` (lower case, e.g. "del") since it started or
  * since the last CONFIG RESETSTAT, from INFO commandstats; -1 when it does not answer. */
 gint64 test_redis_command_calls(const test_redis *redis, const char *command);
-/* The script calls (EVALSHA and EVAL) the server has run since it started or since
+/* The script calls (FCALL, EVALSHA and EVAL) the server has run since it started or since
  * the last CONFIG RESETSTAT, from INFO commandstats; -1 when it does not answer. */
 gint64 test_redis_script_calls(const test_redis *redis);
 
