@@ -5,9 +5,12 @@
  * only time and other callers' admissions change the key's state, and admissions
  * only push the time the permits could pass later (docs/algorithms.md checks this
  * per algorithm). So a denial of N permits answers every call of N or more
- * permits until then. Each limit's cache is a table of keyed slots (key_slots.h;
- * a new denial replaces what its slot held). Reading takes no lock (each slot is
- * a seqlock); writers take the slot's stripe, which fork() holds. No clock is
+ * permits until then, aged: retry and reset less the time since, and remaining as
+ * the key's state ages meanwhile (from the state the denial carried: gcra,
+ * token_bucket, sliding_window; fixed_window's does not change before its retry;
+ * sliding_log's and a rule with bands' is kept as it was, a lower bound). Each limit's cache is a
+ * table of keyed slots (key_slots.h; a new denial replaces what its slot held). Reading takes no
+ * lock (each slot is a seqlock); writers take the slot's stripe, which fork() holds. No clock is
  * read here: the caller passes the time. */
 #include "denial_cache.h"
 
@@ -34,6 +37,8 @@ typedef struct {
     gint64 until_us;          /* it answers calls before this time                */
     gint64 verdict[6];        /* limit, remaining, retry_after_us, reset_after_us, refused,
                                * blocked                                             */
+    gint64 aging;             /* the verdict's aging (TRUE, FALSE) and state: what */
+    gint64 state[3];          /* ages remaining exactly                           */
 } slot;
 
 struct sluice__denial_cache {
@@ -55,6 +60,44 @@ void sluice__denial_cache_free(sluice__denial_cache *cache)
     g_free(cache);
 }
 
+/* What remains `aged` µs after a denial whose state was `state` (the verdict's,
+ * sluice__verdict.aging): the key's state aged as the algorithm ages it
+ * (src/algorithm.c), nothing admitted meanwhile, in exact integers. */
+static gint64 aged_remaining(const sluice__rule *rule, const gint64 *state, gint64 aged)
+{
+    typedef __int128 i128;
+    i128 l = rule->limit, w = rule->window_us;
+    switch (rule->algorithm) {
+    case SLUICE__GCRA: { /* tat - now = state[0] + state[1] / L µs; DVT = burst * T */
+        i128 ttl = (i128)state[0] * l + state[1] - (i128)aged * l, dvt = (i128)rule->burst * w;
+        if (ttl < 0)
+            ttl = 0;
+        return ttl < dvt ? (gint64)((dvt - ttl) / w) : 0;
+    }
+    case SLUICE__TOKEN_BUCKET: { /* tokens; now - last refill = state[1] + state[2] / L µs */
+        i128 tokens = state[0], since = (i128)state[1] * l + state[2] + (i128)aged * l;
+        if (tokens < rule->burst && since > 0)
+            tokens = MIN(tokens + since / w, (i128)rule->burst);
+        return (gint64)MAX(tokens, 0);
+    }
+    case SLUICE__SLIDING_WINDOW: { /* current, previous, now - start */
+        gint64 window = rule->window_us, w_ms = window / 1000, cur = state[0], prev = state[1];
+        gint64 since = state[2] + aged;
+        if (since >= 2 * window)
+            return rule->limit;
+        if (since >= window) { /* the current window is the previous one now */
+            prev = cur;
+            cur = 0;
+            since -= window;
+        }
+        gint64 weight = w_ms - MIN(since / 1000, w_ms - 1);
+        return MAX(0, (rule->limit * w_ms - prev * weight - cur * w_ms) / w_ms);
+    }
+    default:
+        return state[0];
+    }
+}
+
 gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer backend,
                                      const sluice__rule *rule, const char *key, gint64 permits,
                                      gint64 now_us, sluice__verdict *v)
@@ -63,7 +106,7 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
     if (!cache || !sluice__key_pack(key, &k))
         return FALSE;
     slot *s = &cache->slots[sluice__key_index(&k)];
-    gint64 asked = MAX(permits, 1), sent_us, said[6];
+    gint64 asked = MAX(permits, 1), sent_us, said[6], aging, state[3];
     for (guint tries = 0;; tries++) {
         guint before = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
         if (before & 1) { /* being written: a few stores, unless its writer was preempted */
@@ -78,6 +121,9 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
         sent_us = LOAD(&s->sent_us);
         for (guint i = 0; i < G_N_ELEMENTS(said); i++)
             said[i] = LOAD(&s->verdict[i]);
+        aging = LOAD(&s->aging);
+        for (guint i = 0; i < G_N_ELEMENTS(state); i++)
+            state[i] = LOAD(&s->state[i]);
         if (LOAD(&s->seq) == before) /* the acquiring loads above come before this one */
             break;
     }
@@ -93,6 +139,8 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
     else
         v->retry_after_us = MAX(1, v->retry_after_us - aged);
     v->reset_after_us = MAX(0, v->reset_after_us - aged);
+    if (aging)
+        v->remaining = aged_remaining(rule, state, aged);
     return TRUE;
 }
 
@@ -136,8 +184,23 @@ void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backe
                             v->reset_after_us, v->refused,   v->blocked};
     for (guint i = 0; i < G_N_ELEMENTS(said); i++)
         STORE(&s->verdict[i], said[i]);
+    /* a rule with bands reports one band's remaining: it keeps it (a lower bound) */
+    STORE(&s->aging, (gint64)(v->aging && rule->n_bands + rule->n_shadow == 0));
+    for (guint i = 0; i < G_N_ELEMENTS(v->state); i++)
+        STORE(&s->state[i], v->state[i]);
     write_end(s);
     g_mutex_unlock(lock);
+}
+
+void sluice__denial_cache_admitted(sluice__denial_cache *cache, const char *key)
+{
+    sluice__packed_key k;
+    if (!cache || !sluice__key_pack(key, &k))
+        return;
+    slot *s = &cache->slots[sluice__key_index(&k)];
+    if (LOAD(&s->until_us) == G_MININT64 || !sluice__slot_key_holds(&s->key, &k))
+        return; /* nothing kept for key (a racing store is as if it came after) */
+    sluice__denial_cache_forget(cache, key);
 }
 
 void sluice__denial_cache_forget(sluice__denial_cache *cache, const char *key)

@@ -22,7 +22,8 @@ void sluice__denial_cache_free(sluice__denial_cache *cache);
 
 /* TRUE when a denial stored for key under rule still answers `permits` (0: a peek)
  * at now_us: *v is that denial, aged (retry and reset less the time since it was
- * sent; -1 retry for more permits than the rule's capacity). Reads no clock. */
+ * sent; -1 retry for more permits than the rule's capacity; remaining what the
+ * key's state gives then, docs/algorithms.md). Reads no clock. */
 gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer backend,
                                      const sluice__rule *rule, const char *key, gint64 permits,
                                      gint64 now_us, sluice__verdict *v);
@@ -34,6 +35,10 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
 void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backend,
                                 const sluice__rule *rule, const char *key, gint64 permits,
                                 gint64 sent_us, const sluice__verdict *v);
+
+/* The backend admitted a call of this process for key: what is kept for it no longer
+ * says its remaining, and is dropped (a read, no lock, when nothing is kept for key). */
+void sluice__denial_cache_admitted(sluice__denial_cache *cache, const char *key);
 
 /* Drops what is kept for key (sluice_reset). */
 void sluice__denial_cache_forget(sluice__denial_cache *cache, const char *key);

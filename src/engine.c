@@ -128,6 +128,8 @@ static gboolean ask_backend(sluice__backend *b, sluice__limiter *limiter, const 
     if (keep && !v->allowed)
         sluice__denial_cache_store(sluice__denial_cache_of(&limiter->denials), b, rule, key,
                                    permits, sent, v);
+    else if (keep)
+        sluice__denial_cache_admitted(g_atomic_pointer_get(&limiter->denials), key);
     return TRUE;
 }
 
@@ -268,6 +270,8 @@ static void asked(const sluice__verdict *v, GError *failure, gpointer p)
         if (a->keep && !v->allowed)
             sluice__denial_cache_store(sluice__denial_cache_of(&a->limiter->denials), a->backend,
                                        a->rule, a->key, a->permits, a->sent, v);
+        else if (a->keep)
+            sluice__denial_cache_admitted(g_atomic_pointer_get(&a->limiter->denials), a->key);
     }
     a->done(&verdict, failure, a->data);
     g_free(a->key);
