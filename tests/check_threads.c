@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Threads: 8 threads hammer one limit for a second on the real clock; the times the
  * limiter used are captured, and no window ever admits more than the rule allows.
- * On a stopped clock, threads on one limit admit exactly what one thread would. */
+ * On a stopped clock, threads on one limit, or on many keys of one, admit exactly
+ * what one thread would. */
+#include <string.h>
+
 #include "fixture.h"
 
 #define THREADS      8
@@ -194,6 +197,136 @@ START_TEST(hot_limits_admit_exactly_their_capacity_under_contention)
 }
 END_TEST
 
+/* ---- per key: exact counts on a stopped clock ---------------------------------------- */
+
+#define KEYS          64  /* keys of one per-key limit */
+#define CALLS_PER_KEY 40  /* per thread and key */
+#define KEY_CAPACITY  100 /* of each key: less than THREADS x CALLS_PER_KEY */
+
+static gint key_admitted[KEYS];
+
+static const char *key_name(guint k)
+{
+    static char names[KEYS][16];
+    static gsize named;
+    if (g_once_init_enter(&named)) {
+        for (guint i = 0; i < KEYS; i++)
+            g_snprintf(names[i], sizeof names[i], "user-%u", i);
+        g_once_init_leave(&named, 1);
+    }
+    return names[k];
+}
+
+/* Calls every key CALLS_PER_KEY times, in turn, starting at a key of its own. */
+static gpointer call_keys(gpointer data)
+{
+    guint first = GPOINTER_TO_UINT(data);
+    for (guint i = 0; i < CALLS_PER_KEY * KEYS; i++) {
+        guint k = (first + i) % KEYS;
+        if (sluice_acquire(hammered, key_name(k), 1, NULL, NULL) == SLUICE_ALLOWED)
+            g_atomic_int_inc(&key_admitted[k]);
+    }
+    return NULL;
+}
+
+/* THREADS threads on KEYS keys of one limit at once while time stands still, each
+ * key's state made by whichever thread comes first: every key admits exactly its
+ * capacity (every algorithm; bands all or nothing), and the stats say so. */
+START_TEST(per_key_limits_admit_exactly_each_keys_capacity_under_contention)
+{
+    static const struct {
+        const char *rule;
+        gint admits;
+    } cases[] = {
+        {"algorithm = fixed_window\nlimit = 100\nwindow = 1h\n", 100},
+        {"algorithm = sliding_window\nlimit = 100\nwindow = 1h\n", 100},
+        {"algorithm = sliding_log\nlimit = 100\nwindow = 1h\n", 100},
+        {"algorithm = token_bucket\nlimit = 10\nwindow = 1h\nburst = 100\n", 100},
+        {"algorithm = gcra\nlimit = 10\nwindow = 1h\nburst = 100\n", 100},
+        {"algorithm = concurrency\nlimit = 100\nwindow = 1h\n", 100},
+        {"algorithm = gcra\nlimit = 100\nwindow = 1h\nbands = 60/1d\n", 60},
+        {"algorithm = fixed_window\nlimit = 100\nwindow = 1h\nbands = 60/1d, 80/2d\n", 60},
+    };
+    G_STATIC_ASSERT(THREADS * CALLS_PER_KEY > KEY_CAPACITY);
+    for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+        GThread *threads[THREADS];
+        g_autofree char *keyfile = g_strdup_printf("[limit:x]\n%s", cases[c].rule);
+        fixture_clock_start(G_GINT64_CONSTANT(1000250));
+        fixture_init(keyfile);
+        hammered = "x";
+        memset(key_admitted, 0, sizeof key_admitted);
+        for (int i = 0; i < THREADS; i++)
+            threads[i] = g_thread_new("caller", call_keys, GUINT_TO_POINTER(i * KEYS / THREADS));
+        for (int i = 0; i < THREADS; i++)
+            g_thread_join(threads[i]);
+        sluice_stats s;
+        ck_assert(sluice_stats_get("x", &s, NULL));
+        ck_assert_uint_eq(s.allowed, (guint64)(KEYS * cases[c].admits));
+        ck_assert_uint_eq(s.denied,
+                          (guint64)(THREADS * CALLS_PER_KEY * KEYS - KEYS * cases[c].admits));
+        ck_assert_uint_eq(sluice_testing_memory_keys("x"), KEYS);
+        for (guint k = 0; k < KEYS; k++) {
+            ck_assert_msg(key_admitted[k] == cases[c].admits,
+                          "%s: key %u: %d admitted, expected %d", cases[c].rule, k, key_admitted[k],
+                          cases[c].admits);
+            sluice_decision d;
+            sluice_acquire("x", key_name(k), 0, &d, NULL);
+            ck_assert_int_eq(d.remaining, 0);
+        }
+        sluice_shutdown();
+    }
+}
+END_TEST
+
+#define CHURNED 3000 /* keys each churning thread makes and forgets */
+
+static gint stop_churning, churn_failures;
+
+/* Makes keys of its own and forgets every other one (sluice_reset), until told to
+ * stop or CHURNED were made: the table of keys grows, is rebuilt and retires what
+ * it unlinked while other threads decide. Counts what went wrong in churn_failures
+ * (no ck_assert: check's lock must not be held while a test forks). */
+static gpointer churn_keys(gpointer data)
+{
+    char key[32];
+    for (guint i = 0; i < CHURNED && !g_atomic_int_get(&stop_churning); i++) {
+        g_snprintf(key, sizeof key, "churn-%u-%u", GPOINTER_TO_UINT(data), i);
+        if (sluice_acquire(hammered, key, 1, NULL, NULL) != SLUICE_ALLOWED ||
+            (i % 2 == 0 && !sluice_reset(hammered, key, NULL)))
+            g_atomic_int_inc(&churn_failures);
+    }
+    return NULL;
+}
+
+/* While two threads make and forget thousands of keys of a limit, six decide on its
+ * KEYS other keys: each of those admits exactly its capacity. */
+START_TEST(keys_that_come_and_go_leave_the_others_exact)
+{
+    GThread *churners[2], *callers[THREADS - 2];
+    fixture_clock_start(G_GINT64_CONSTANT(1000250));
+    fixture_init("[limit:x]\nalgorithm = fixed_window\nlimit = 100\nwindow = 1h\n");
+    hammered = "x";
+    memset(key_admitted, 0, sizeof key_admitted);
+    g_atomic_int_set(&stop_churning, 0);
+    g_atomic_int_set(&churn_failures, 0);
+    for (guint i = 0; i < G_N_ELEMENTS(churners); i++)
+        churners[i] = g_thread_new("churner", churn_keys, GUINT_TO_POINTER(i));
+    for (guint i = 0; i < G_N_ELEMENTS(callers); i++)
+        callers[i] = g_thread_new("caller", call_keys, GUINT_TO_POINTER(i * KEYS / 6));
+    for (guint i = 0; i < G_N_ELEMENTS(callers); i++)
+        g_thread_join(callers[i]);
+    for (guint i = 0; i < G_N_ELEMENTS(churners); i++)
+        g_thread_join(churners[i]);
+    G_STATIC_ASSERT((THREADS - 2) * CALLS_PER_KEY > KEY_CAPACITY);
+    ck_assert_int_eq(churn_failures, 0);
+    for (guint k = 0; k < KEYS; k++)
+        ck_assert_int_eq(key_admitted[k], KEY_CAPACITY);
+    /* the kept keys: the callers', and half of each churner's */
+    ck_assert_uint_eq(sluice_testing_memory_keys("x"), KEYS + G_N_ELEMENTS(churners) * CHURNED / 2);
+    sluice_shutdown();
+}
+END_TEST
+
 static gpointer hold(gpointer data)
 {
     (void)data;
@@ -303,6 +436,36 @@ START_TEST(reload_rebinds_rules_while_threads_call)
 }
 END_TEST
 
+/* Reloads that add and drop a band of a per-key limit lay every key's states out
+ * anew while six threads decide on its keys: the limit's own state and the band
+ * that stays move with each key, so each key still admits exactly its capacity. */
+START_TEST(reloads_that_change_bands_keep_each_keys_count_exact)
+{
+    static const char *const variants[] = {
+        "[limit:x]\nalgorithm = fixed_window\nlimit = 100\nwindow = 1h\nbands = 1000/1d\n",
+        "[limit:x]\nalgorithm = fixed_window\nlimit = 100\nwindow = 1h\n"
+        "bands = 1000/1d, 2000/2d\n",
+    };
+    GThread *callers[THREADS - 2];
+    g_autofree char *path = fixture_write_keyfile(variants[0]);
+    fixture_clock_start(G_GINT64_CONSTANT(1000250));
+    ck_assert(sluice_init(path, NULL));
+    hammered = "x";
+    memset(key_admitted, 0, sizeof key_admitted);
+    for (guint i = 0; i < G_N_ELEMENTS(callers); i++)
+        callers[i] = g_thread_new("caller", call_keys, GUINT_TO_POINTER(i * KEYS / 6));
+    for (int i = 1; i <= 40 / fixture_time_scale(); i++) {
+        ck_assert(g_file_set_contents(path, variants[i % 2], -1, NULL));
+        ck_assert(sluice_reload(NULL));
+    }
+    for (guint i = 0; i < G_N_ELEMENTS(callers); i++)
+        g_thread_join(callers[i]);
+    for (guint k = 0; k < KEYS; k++)
+        ck_assert_int_eq(key_admitted[k], KEY_CAPACITY);
+    sluice_shutdown();
+}
+END_TEST
+
 /* ---- fork() while threads decide ------------------------------------------------------ */
 
 /* A memory decision holds its limit's lock most of the time a thread spends in it:
@@ -331,6 +494,38 @@ START_TEST(a_child_forked_while_threads_decide_decides_too)
 }
 END_TEST
 
+/* The child decides on keys too: one its parent's threads made, and a new one. */
+static gboolean forked_child_decides_keys(void)
+{
+    return forked_child_decides() &&
+           sluice_acquire("keys", "churn-0-1", 1, NULL, NULL) == SLUICE_ALLOWED &&
+           sluice_acquire("keys", "a new key", 1, NULL, NULL) == SLUICE_ALLOWED;
+}
+
+/* The same while two more threads make and forget keys (their stripes' locks, the
+ * keys' locks, and the memory they retire): a child finds none of them held. */
+START_TEST(a_child_forked_while_threads_decide_keys_decides_too)
+{
+    GThread *churners[2];
+    fixture_init("[limit:forked]\nalgorithm = token_bucket\nlimit = 1000000\nwindow = 1s\n"
+                 "burst = 1000000000000\n"
+                 "[limit:slot]\nalgorithm = concurrency\nlimit = 1\nwait = 20ms\n"
+                 "[limit:keys]\nalgorithm = fixed_window\nlimit = 1000000\nwindow = 1h\n");
+    sluice_clock_set(NULL, NULL, NULL);
+    hammered = "keys";
+    g_atomic_int_set(&stop_churning, 0);
+    g_atomic_int_set(&churn_failures, 0);
+    for (guint i = 0; i < G_N_ELEMENTS(churners); i++)
+        churners[i] = g_thread_new("churner", churn_keys, GUINT_TO_POINTER(i));
+    fixture_fork_children("forked", 20, 5000, forked_child_decides_keys);
+    g_atomic_int_set(&stop_churning, 1);
+    for (guint i = 0; i < G_N_ELEMENTS(churners); i++)
+        g_thread_join(churners[i]);
+    ck_assert_int_eq(churn_failures, 0);
+    sluice_shutdown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("threads");
@@ -342,9 +537,13 @@ int main(void)
     tcase_add_test(tc, token_bucket_never_admits_more_than_burst_plus_refill);
     tcase_add_test(tc, gcra_never_admits_more_than_burst_plus_emission);
     tcase_add_test(tc, hot_limits_admit_exactly_their_capacity_under_contention);
+    tcase_add_test(tc, per_key_limits_admit_exactly_each_keys_capacity_under_contention);
+    tcase_add_test(tc, keys_that_come_and_go_leave_the_others_exact);
     tcase_add_test(tc, concurrency_never_has_more_in_flight_than_the_limit);
     tcase_add_test(tc, reload_rebinds_rules_while_threads_call);
+    tcase_add_test(tc, reloads_that_change_bands_keep_each_keys_count_exact);
     tcase_add_test(tc, a_child_forked_while_threads_decide_decides_too);
+    tcase_add_test(tc, a_child_forked_while_threads_decide_keys_decides_too);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }

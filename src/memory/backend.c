@@ -2,32 +2,30 @@
 /* The memory backend's vtable, and its decisions (src/memory/memory.h).
  *
  * A call without a key under a rule kept lock-free is decided on the store's shared
- * state with no lock (src/memory/hot.h). The rest (per-key states, and sliding_log
- * and concurrency, whose logs grow) is decided under the store's mutex, with the
- * same rule: the clock is read before the mutex is taken, and read again when
- * another decision took the mutex in between. A key holds one state per band of
- * its rule. */
+ * state with no lock (src/memory/hot.h); a call with a key under the key's own lock
+ * (src/memory/keyed.h). The rest (sliding_log and concurrency without a key, whose
+ * logs grow) is decided under the store's mutex, with the same rule: the clock is
+ * read before the mutex is taken, and read again when another decision took the
+ * mutex in between. A key holds one state per band of its rule. */
 #include "memory/memory.h"
 
 #include "memory/hot.h"
 #include "memory/keyed.h"
 #include "memory/reshape.h"
 #include "memory/store.h"
-#include "override.h"
 
 static gboolean lock_free(const sluice__rule *rule)
 {
     return rule->algorithm != SLUICE__SLIDING_LOG && rule->algorithm != SLUICE__CONCURRENCY;
 }
 
-/* The limit's rule a decision follows: the newest, not the caller's (a caller that
- * read the rule before a reload must not take the state back to the old rule's
- * shape). The caller's rule may be an override of a key (src/override.h): its
- * limit's own rule stands for it. */
-static const sluice__rule *newest(sluice__limiter *limiter, const sluice__rule *rule)
+/* The store's states laid out for the newest rule (a reload, or the first decision). */
+static SLUICE__OUT_OF_LINE void lay_out(sluice__memory_store *store, sluice__limiter *limiter,
+                                        const sluice__rule *rule)
 {
-    const sluice__rule *current = sluice__limiter_rule(limiter);
-    return current ? current : sluice__rule_base(rule);
+    pthread_mutex_lock(&store->lock);
+    sluice__memory_reshape(store, sluice__memory_newest(limiter, rule));
+    pthread_mutex_unlock(&store->lock);
 }
 
 /* Takes the store's lock for a change at a time read before it: *now_us (and
@@ -40,12 +38,13 @@ static void lock_in_order(sluice__memory_store *store, sluice__limiter *limiter,
 {
     for (;;) {
         guint64 seq = __atomic_load_n(&store->seq, __ATOMIC_ACQUIRE);
-        const sluice__rule *r = newest(limiter, *rule);
+        const sluice__rule *r = sluice__memory_newest(limiter, *rule);
         *now_us = sluice__clock_now();
         if (epoch_us)
             *epoch_us = r->epoch ? sluice__memory_since_epoch(*now_us) : *now_us;
         pthread_mutex_lock(&store->lock);
-        if (__atomic_load_n(&store->seq, __ATOMIC_RELAXED) == seq && newest(limiter, *rule) == r) {
+        if (__atomic_load_n(&store->seq, __ATOMIC_RELAXED) == seq &&
+            sluice__memory_newest(limiter, *rule) == r) {
             __atomic_store_n(&store->seq, seq + 1, __ATOMIC_RELAXED);
             store->changed = *now_us = sluice__memory_in_order(*now_us, store->changed);
             if (epoch_us && !r->epoch)
@@ -57,7 +56,7 @@ static void lock_in_order(sluice__memory_store *store, sluice__limiter *limiter,
     }
 }
 
-/* A decision under the store's lock: per-key states, sliding_log and concurrency
+/* A decision under the store's lock: sliding_log and concurrency without a key
  * (whose logs grow), and a rule that changed to one kept lock-free meanwhile. */
 static SLUICE__OUT_OF_LINE gboolean decide_under_lock(sluice__backend *backend,
                                                       sluice__limiter *limiter,
@@ -66,17 +65,10 @@ static SLUICE__OUT_OF_LINE gboolean decide_under_lock(sluice__backend *backend,
                                                       sluice__verdict *verdict, GError **error)
 {
     sluice__memory_store *store = limiter->memory;
-    const sluice__rule *found = rule; /* the key's, maybe an override */
     gint64 now, epoch;
     lock_in_order(store, limiter, &rule, &now, &epoch);
     sluice__memory_reshape(store, rule);
-    if (key)
-        rule = sluice__rule_now(rule, found, key); /* a lookup only after a reload */
-    if (G_UNLIKELY(sluice__override_decides(rule, verdict))) {
-        pthread_mutex_unlock(&store->lock); /* a reload made the key blocked or unlimited */
-        return TRUE;
-    }
-    if (!key && G_UNLIKELY(store->blocked_until != 0)) { /* sluice_block without a key */
+    if (G_UNLIKELY(store->blocked_until != 0)) { /* sluice_block without a key */
         if (now < store->blocked_until) {
             sluice__blocked_verdict(sluice__rule_capacity(rule), store->blocked_until, now,
                                     verdict);
@@ -85,16 +77,13 @@ static SLUICE__OUT_OF_LINE gboolean decide_under_lock(sluice__backend *backend,
         }
         sluice__memory_block_keyless(store, rule, 0); /* over: lock-free again */
     }
-    if (!key && lock_free(rule)) {
+    if (lock_free(rule)) {
         /* the rule changed to one kept lock-free since it was read */
         pthread_mutex_unlock(&store->lock);
         return sluice__memory_decide(backend, limiter, rule, key, permits, reserve_us, verdict,
                                      error);
     }
-    if (!key)
-        sluice__decide(rule, store->keyless, now, epoch, permits, reserve_us, verdict);
-    else
-        sluice__keyed_decide(store, rule, key, now, epoch, permits, reserve_us, verdict);
+    sluice__decide(rule, store->keyless, now, epoch, permits, reserve_us, verdict);
     pthread_mutex_unlock(&store->lock);
     return TRUE;
 }
@@ -105,9 +94,15 @@ gboolean sluice__memory_decide(sluice__backend *backend, sluice__limiter *limite
 {
     sluice__memory_store *store = limiter->memory;
 
+    if (key) {
+        while (
+            !sluice__keyed_decide(&store->keyed, limiter, rule, key, permits, reserve_us, verdict))
+            lay_out(store, limiter, rule);
+        return TRUE;
+    }
     for (;;) {
-        const sluice__rule *r = newest(limiter, rule);
-        if (key || !lock_free(r))
+        const sluice__rule *r = sluice__memory_newest(limiter, rule);
+        if (!lock_free(r))
             break;
         gint64 decided_us;
         if (r->prefetch > permits && permits > 0 && reserve_us == 0) {
@@ -120,7 +115,7 @@ gboolean sluice__memory_decide(sluice__backend *backend, sluice__limiter *limite
         pthread_mutex_lock(&store->lock); /* laid out for another rule: lay it out anew */
         gboolean blocked = store->blocked_until != 0;
         if (!blocked)
-            sluice__memory_reshape(store, newest(limiter, rule));
+            sluice__memory_reshape(store, sluice__memory_newest(limiter, rule));
         pthread_mutex_unlock(&store->lock);
         if (blocked) /* decided under the lock, where the block is */
             break;
@@ -136,50 +131,57 @@ static void memory_release(sluice__backend *backend, sluice__limiter *limiter,
     gint64 now;
     (void)backend;
 
-    lock_in_order(store, limiter, &rule, &now, NULL);
-    if (store->shaped && sluice__rule_same_state(&store->shape, caller)) {
-        sluice__state *state = key ? sluice__keyed_lookup(store, key) : store->keyless;
-        if (state)
-            sluice__release(caller, state, now, permits);
+    if (key) {
+        /* waits for a reload's change under the store's lock */
+        while (!sluice__keyed_release(&store->keyed, caller, key, permits)) {
+            pthread_mutex_lock(&store->lock);
+            pthread_mutex_unlock(&store->lock);
+        }
+        return;
     }
+    lock_in_order(store, limiter, &rule, &now, NULL);
+    if (store->shaped && sluice__rule_same_state(&store->shape, caller))
+        sluice__release(caller, store->keyless, now, permits);
     pthread_mutex_unlock(&store->lock);
 }
 
-/* Takes the store's lock, laid out for the newest rule, for a change at *now_us
- * (*epoch_us) of key's states: *rule becomes the rule found for the key now (the
- * caller's unless a reload came between). */
-static void lock_for_key(sluice__memory_store *store, sluice__limiter *limiter,
-                         const sluice__rule **rule, const char *key, gint64 *now_us,
-                         gint64 *epoch_us)
+/* A penalty of `permits` (block_us < 0) or a block of block_us. */
+typedef struct {
+    gint64 permits, block_us;
+} policy;
+
+/* A policy applied to states under mine (the key's rule, or the limit's) at now. */
+static void apply_to(const sluice__rule *mine, sluice__state *states, gint64 now, gint64 epoch,
+                     gpointer data)
 {
-    const sluice__rule *found = *rule;
-    lock_in_order(store, limiter, rule, now_us, epoch_us);
-    sluice__memory_reshape(store, *rule);
-    if (key)
-        *rule = sluice__rule_now(*rule, found, key);
+    const policy *p = data;
+    if (p->block_us >= 0) {
+        gint64 until = p->block_us > 0 ? now + p->block_us : 0;
+        states[0].blocked_until = until;
+        states[0].idle_at = MAX(states[0].idle_at, until); /* not swept before it ends */
+    } else if (mine->kind == SLUICE__KIND_LIMIT && mine->algorithm != SLUICE__CONCURRENCY) {
+        sluice__penalize(mine, states, now, epoch, p->permits);
+    } /* else a reload since: nothing to take */
 }
 
-/* A penalty of `permits` (block_us < 0) or a block of block_us for key under rule:
- * the memory backend's penalize and block. */
+/* A penalty or a block for key under rule: the memory backend's penalize and block. */
 static gboolean apply_policy(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
                              gint64 permits, gint64 block_us)
 {
     sluice__memory_store *store = limiter->memory;
+    policy p = {permits, block_us};
+    if (key) {
+        while (!sluice__keyed_change(&store->keyed, limiter, rule, key, apply_to, &p))
+            lay_out(store, limiter, rule);
+        return TRUE;
+    }
     gint64 now, epoch;
-    lock_for_key(store, limiter, &rule, key, &now, &epoch);
+    lock_in_order(store, limiter, &rule, &now, &epoch);
+    sluice__memory_reshape(store, rule);
     if (block_us >= 0) {
-        gint64 until = block_us > 0 ? now + block_us : 0;
-        if (key) {
-            sluice__state *s = sluice__keyed_get(store, rule, key, now);
-            s->blocked_until = until;
-            s->idle_at = MAX(s->idle_at, until); /* not swept before it ends */
-        } else {
-            sluice__memory_block_keyless(store, rule, until);
-        }
+        sluice__memory_block_keyless(store, rule, block_us > 0 ? now + block_us : 0);
     } else if (rule->kind != SLUICE__KIND_LIMIT || rule->algorithm == SLUICE__CONCURRENCY) {
         /* a reload since: nothing to take */
-    } else if (key) {
-        sluice__penalize(rule, sluice__keyed_get(store, rule, key, now), now, epoch, permits);
     } else if (!lock_free(rule)) {
         sluice__penalize(rule, store->keyless, now, epoch, permits);
     } else { /* the lock-free state, held as a writer */
@@ -225,14 +227,14 @@ static gboolean memory_reset(sluice__backend *backend, sluice__limiter *limiter,
     (void)backend;
     (void)error;
 
-    pthread_mutex_lock(&store->lock);
     if (key) {
-        g_hash_table_remove(store->keyed, key);
-    } else {
-        sluice__memory_keyless_clear(store);
-        sluice__hot_clear(&store->hot);
-        store->blocked_until = 0; /* the next decision lays the lock-free state out again */
+        sluice__keyed_reset(&store->keyed, key);
+        return TRUE;
     }
+    pthread_mutex_lock(&store->lock);
+    sluice__memory_keyless_clear(store);
+    sluice__hot_clear(&store->hot);
+    store->blocked_until = 0; /* the next decision lays the lock-free state out again */
     pthread_mutex_unlock(&store->lock);
     return TRUE;
 }

@@ -76,25 +76,37 @@ void sluice__memory_block_keyless(sluice__memory_store *store, const sluice__rul
         reshape_hot(store, rule, HOT_KEEP);
 }
 
-/* Lays each key's states out for its rule under `rule` (an override's, or rule's
- * own), from its rule under the store's shape: a key whose bands stay as they were
- * is left alone. */
-static void remap_keyed(sluice__memory_store *store, const sluice__rule *rule)
+/* The rules of the store's shape and of the new one, between which each key's
+ * states move (sluice__keyed_remap). */
+typedef struct {
+    const sluice__rule *from, *to;
+} move_between;
+
+/* The states a key gets under the new rule (an override's, or its own), or 0 when
+ * they stay as they are (its bands are those it had). */
+static guint key_bands(const char *key, guint n, gpointer data)
 {
-    GHashTableIter it;
-    gpointer key, value;
-    g_hash_table_iter_init(&it, store->keyed);
-    while (g_hash_table_iter_next(&it, &key, &value)) {
-        const sluice__rule *from = sluice__rule_for_key(&store->shape, key);
-        const sluice__rule *to = sluice__rule_for_key(rule, key);
-        sluice__keyed_states *old = value;
-        if (old->n == sluice__rule_bands(to) && same_bands(from, to))
-            continue;
-        sluice__keyed_states *k = sluice__keyed_states_new(sluice__rule_bands(to));
-        if (old->n == sluice__rule_bands(from))
-            remap(from, to, old->s, k->s);
-        g_hash_table_iter_replace(&it, k);
+    const move_between *m = data;
+    const sluice__rule *from = sluice__rule_for_key(m->from, key);
+    const sluice__rule *to = sluice__rule_for_key(m->to, key);
+    return n == sluice__rule_bands(to) && same_bands(from, to) ? 0 : sluice__rule_bands(to);
+}
+
+/* Moves a key's states from its rule under the shape to its rule under the new one
+ * (the limit's own state, and the bands that stay); states laid out for neither
+ * start afresh. */
+static void move_key(const char *key, sluice__state *old, guint n, sluice__state *out,
+                     gpointer data)
+{
+    const move_between *m = data;
+    const sluice__rule *from = sluice__rule_for_key(m->from, key);
+    const sluice__rule *to = sluice__rule_for_key(m->to, key);
+    if (n == sluice__rule_bands(from)) {
+        remap(from, to, old, out);
+        return;
     }
+    for (guint i = 0; i < n; i++)
+        sluice__state_clear(&old[i]);
 }
 
 SLUICE__OUT_OF_LINE void sluice__memory_reshape(sluice__memory_store *store,
@@ -106,8 +118,12 @@ SLUICE__OUT_OF_LINE void sluice__memory_reshape(sluice__memory_store *store,
     store->laid_for = rule;
     if (store->shaped && sluice__rule_same_state(&store->shape, rule)) {
         gboolean kept = same_bands(&store->shape, rule);
-        if (!kept || store->shape.overrides != rule->overrides)
-            remap_keyed(store, rule); /* bands, or keys' overrides, came or went */
+        if (!kept || store->shape.overrides != rule->overrides) {
+            /* bands, or keys' overrides, came or went */
+            sluice__keyed_unshape(&store->keyed);
+            move_between m = {&store->shape, rule};
+            sluice__keyed_remap(&store->keyed, key_bands, move_key, &m);
+        }
         if (!kept) {
             sluice__state moved[1 + SLUICE__MAX_BANDS] = {{0}};
             remap(&store->shape, rule, store->keyless, moved);
@@ -115,12 +131,15 @@ SLUICE__OUT_OF_LINE void sluice__memory_reshape(sluice__memory_store *store,
         }
         reshape_hot(store, rule, kept ? HOT_KEEP : HOT_REMAP);
         store->shape = *rule;
+        sluice__keyed_shape(&store->keyed, rule);
         return;
     }
-    sluice__keyed_clear(store);
+    sluice__keyed_unshape(&store->keyed);
+    sluice__keyed_clear(&store->keyed);
     sluice__memory_keyless_clear(store);
     store->blocked_until = 0; /* a block is kept with the state, as on Redis */
     reshape_hot(store, rule, HOT_CLEAR);
     store->shape = *rule;
     store->shaped = TRUE;
+    sluice__keyed_shape(&store->keyed, rule);
 }

@@ -26,7 +26,7 @@ sluice__memory_store *sluice__memory_store_new(void)
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
     pthread_mutex_init(&store->lock, &attr);
     pthread_mutexattr_destroy(&attr);
-    sluice__keyed_init(store);
+    sluice__keyed_init(&store->keyed);
     sluice__memory_stores_add(store);
     return store;
 }
@@ -36,7 +36,7 @@ void sluice__memory_store_free(sluice__memory_store *store)
     if (!store)
         return;
     sluice__memory_stores_remove(store);
-    g_hash_table_unref(store->keyed);
+    sluice__keyed_free(&store->keyed);
     sluice__memory_keyless_clear(store);
     pthread_mutex_destroy(&store->lock);
     g_aligned_free(store);
@@ -44,8 +44,5 @@ void sluice__memory_store_free(sluice__memory_store *store)
 
 gsize sluice__memory_store_keys(sluice__memory_store *store)
 {
-    pthread_mutex_lock(&store->lock);
-    gsize n = g_hash_table_size(store->keyed);
-    pthread_mutex_unlock(&store->lock);
-    return n;
+    return sluice__keyed_count(&store->keyed);
 }
