@@ -23,19 +23,21 @@
 #define BATCH       1024                               /* calls between two clock reads */
 #define THREADS_MAX 2
 
-#define TARGET_ALLOWED_NS 50.0  /* an allowed decision on one thread */
-#define TARGET_KEYED_NS   100.0 /* the same with one of MEMORY_OPS_KEYS keys */
-#define TARGET_HOT_RATIO  0.8   /* 2 threads on one limit / the ideal exact shared limit */
-#define TARGET_PREFETCH   1.5   /* prefetch: 2 threads / 1 thread */
-#define TARGET_NO_RULE_NS 5.0   /* what a name with no rule adds to a call */
+#define TARGET_ALLOWED_NS  50.0  /* an allowed decision on one thread */
+#define TARGET_KEYED_NS    100.0 /* the same with one of MEMORY_OPS_KEYS keys */
+#define TARGET_HOT_RATIO   0.8   /* 2 threads on one limit / the ideal exact shared limit */
+#define TARGET_PREFETCH    1.5   /* prefetch: 2 threads / 1 thread */
+#define TARGET_KEYED_RATIO 1.6   /* per key, keys of its own: 2 threads / 1 thread */
+#define TARGET_NO_RULE_NS  5.0   /* what a name with no rule adds to a call */
 
 /* ---- one round: the operation on one or more threads, timed ------------------ */
 
 typedef struct {
     bench_op op;
-    guint64 first; /* where this thread starts in the key rotation */
-    gint *ready;   /* atomic: threads that are waiting for the start */
-    gint *start;   /* atomic: set when every thread is ready         */
+    guint64 first;       /* where this thread starts in the key rotation */
+    guint share, shares; /* its keys: the share-th of `shares` runs of them */
+    gint *ready;         /* atomic: threads that are waiting for the start */
+    gint *start;         /* atomic: set when every thread is ready         */
     guint64 calls;
     guint64 admitted;
     gint64 elapsed_ns;
@@ -50,6 +52,7 @@ static gpointer work(gpointer p)
 {
     worker *w = p;
     GArray *batches = g_array_sized_new(FALSE, FALSE, sizeof(guint32), 1 << 18);
+    memory_ops_keys_share(w->share, w->shares);
     g_atomic_int_inc(w->ready);
     while (!g_atomic_int_get(w->start))
         ; /* spin: the threads start within a few hundred ns of each other */
@@ -82,8 +85,9 @@ typedef struct {
     guint64 not_admitted; /* must stay 0: the limits never say no        */
 } sample;
 
-/* One round of op on `threads` threads. */
-static sample run_round(bench_op op, guint threads)
+/* One round of op on `threads` threads; own_keys: each thread on keys of its own (a
+ * per-key operation), else every thread on all the keys, starting apart. */
+static sample run_round(bench_op op, guint threads, gboolean own_keys)
 {
     worker w[THREADS_MAX];
     GThread *t[THREADS_MAX];
@@ -92,8 +96,17 @@ static sample run_round(bench_op op, guint threads)
 
     g_assert(threads >= 1 && threads <= THREADS_MAX);
     for (guint i = 0; i < threads; i++) {
-        w[i] = (worker){
-            op, (guint64)i * (MEMORY_OPS_KEYS / THREADS_MAX), &ready, &start, 0, 0, 0, 0, 0};
+        w[i] = (worker){op,
+                        own_keys ? 0 : (guint64)i * (MEMORY_OPS_KEYS / THREADS_MAX),
+                        own_keys ? i : 0,
+                        own_keys ? threads : 1,
+                        &ready,
+                        &start,
+                        0,
+                        0,
+                        0,
+                        0,
+                        0};
         t[i] = g_thread_new("bench", work, &w[i]);
     }
     while (g_atomic_int_get(&ready) < (gint)threads)
@@ -198,9 +211,9 @@ static void measure(const char *figure, bench_op op, guint threads, double targe
 
     if (!wanted(figure))
         return;
-    run_round(op, threads); /* warm-up: binds guards, creates the keys' states */
+    run_round(op, threads, FALSE); /* warm-up: binds guards, creates the keys' states */
     for (guint i = 0; i < ROUNDS; i++) {
-        sample s = run_round(op, threads);
+        sample s = run_round(op, threads, FALSE);
         record(&r, i, &s);
         not_admitted += s.not_admitted;
     }
@@ -248,10 +261,10 @@ static void measure_no_rule(void)
     if (!wanted("plain call, no rule"))
         return;
     for (guint k = 0; k < G_N_ELEMENTS(forms); k++)
-        run_round(forms[k].op, 1); /* warm-up: binds the guard */
+        run_round(forms[k].op, 1, FALSE); /* warm-up: binds the guard */
     for (guint i = 0; i < ROUNDS; i++) {
         for (guint k = 0; k < G_N_ELEMENTS(forms); k++) {
-            sample s = run_round(forms[k].op, 1);
+            sample s = run_round(forms[k].op, 1, FALSE);
             record(&r[k], i, &s);
         }
     }
@@ -265,76 +278,102 @@ static void measure_no_rule(void)
     }
 }
 
-/* A hot limit next to the ideal exact shared limit, and prefetch on one and two
- * threads, interleaved round by round (so that load from elsewhere falls on all
- * alike); the targets compare calls/s of the best rounds. */
-static void measure_scaling(void)
+/* The line of a ratio of calls/s, `of` over `to`, of the best rounds (the median of
+ * the ratios of rounds run back to back in brackets), with its target. */
+static void print_ratio(const char *figure, const rounds *of, const rounds *to, double target)
 {
-    static const struct {
-        const char *figure;
-        bench_op op;
-        guint threads;
-    } cases[] = {
-        {"ideal exact shared limit (baseline)", memory_op_ideal, 1},
-        {"ideal exact shared limit (baseline)", memory_op_ideal, 2},
-        {"hot limit: sluice_acquire, gcra, shared", memory_op_hot, 1},
-        {"hot limit: sluice_acquire, gcra, shared", memory_op_hot, 2},
-        {"hot limit, prefetch = 100", memory_op_prefetch, 1},
-        {"hot limit, prefetch = 100", memory_op_prefetch, 2},
-    };
-    enum { IDEAL_1 = 0, IDEAL_2 = 1, HOT_1 = 2, HOT_2 = 3, PREFETCH_1 = 4, PREFETCH_2 = 5 };
-    rounds r[G_N_ELEMENTS(cases)];
-    guint64 not_admitted = 0;
+    double best = bench_max(of->per_sec, ROUNDS) / bench_max(to->per_sec, ROUNDS);
+    double each[ROUNDS];
+    for (guint i = 0; i < ROUNDS; i++)
+        each[i] = of->per_sec[i] / to->per_sec[i];
+    gboolean pass = best >= target;
+    /* threads that were not on a CPU together measured time-sharing, not contention */
+    gboolean off_cpu = bench_median(of->on_cpu, ROUNDS) < ON_CPU_MIN ||
+                       bench_median(to->on_cpu, ROUNDS) < ON_CPU_MIN;
+    char median[32], target_text[32], result[16];
+    g_snprintf(median, sizeof median, "(%.2fx)", bench_median(each, ROUNDS));
+    g_snprintf(target_text, sizeof target_text, ">= %.1fx", target);
+    g_snprintf(result, sizeof result, "%s%s", pass ? "PASS" : "MISS", off_cpu ? "*" : "");
+    printf("%-42s %7s %8.2fx %9s %10s %7s %9s %6s\n", figure, "", best, median, "", "", target_text,
+           result);
+    targets++;
+    misses += !pass;
+}
 
-    if (!wanted("hot limit"))
-        return;
-    for (guint k = 0; k < G_N_ELEMENTS(cases); k++)
-        run_round(cases[k].op, cases[k].threads); /* warm-up */
+/* One case of an interleaved measurement. */
+typedef struct {
+    const char *figure;
+    bench_op op;
+    guint threads;
+    gboolean own_keys; /* run_round */
+} scaling_case;
+
+/* The cases, interleaved round by round (so that load from elsewhere falls on all
+ * alike), their rows printed; r: their rounds. */
+static void measure_interleaved(const scaling_case *cases, guint n, rounds *r)
+{
+    guint64 not_admitted = 0;
+    for (guint k = 0; k < n; k++)
+        run_round(cases[k].op, cases[k].threads, cases[k].own_keys); /* warm-up */
     for (guint i = 0; i < ROUNDS; i++) {
-        for (guint k = 0; k < G_N_ELEMENTS(cases); k++) {
-            sample s = run_round(cases[k].op, cases[k].threads);
+        for (guint k = 0; k < n; k++) {
+            sample s = run_round(cases[k].op, cases[k].threads, cases[k].own_keys);
             record(&r[k], i, &s);
             not_admitted += s.not_admitted;
         }
     }
-    for (guint k = 0; k < G_N_ELEMENTS(cases); k++) {
+    for (guint k = 0; k < n; k++) {
         row line = summarize(cases[k].figure, cases[k].threads, &r[k], -1);
         print_row(&line);
     }
     if (not_admitted)
         printf("  warning: %" G_GUINT64_FORMAT " calls were not admitted\n", not_admitted);
+}
+
+/* A hot limit next to the ideal exact shared limit, and prefetch on one and two
+ * threads, interleaved; the targets compare calls/s of the best rounds. */
+static void measure_scaling(void)
+{
+    static const scaling_case cases[] = {
+        {"ideal exact shared limit (baseline)", memory_op_ideal, 1, FALSE},
+        {"ideal exact shared limit (baseline)", memory_op_ideal, 2, FALSE},
+        {"hot limit: sluice_acquire, gcra, shared", memory_op_hot, 1, FALSE},
+        {"hot limit: sluice_acquire, gcra, shared", memory_op_hot, 2, FALSE},
+        {"hot limit, prefetch = 100", memory_op_prefetch, 1, FALSE},
+        {"hot limit, prefetch = 100", memory_op_prefetch, 2, FALSE},
+    };
+    enum { IDEAL_1 = 0, IDEAL_2 = 1, HOT_1 = 2, HOT_2 = 3, PREFETCH_1 = 4, PREFETCH_2 = 5 };
+    rounds r[G_N_ELEMENTS(cases)];
+
+    if (!wanted("hot limit"))
+        return;
+    measure_interleaved(cases, G_N_ELEMENTS(cases), r);
     /* what sharing the line costs a call: a second thread's time, per call */
     row ideal_added = difference("a 2nd thread adds: ideal", 2, &r[IDEAL_2], &r[IDEAL_1], -1);
     row hot_added = difference("a 2nd thread adds: hot limit", 2, &r[HOT_2], &r[HOT_1], -1);
     print_row(&ideal_added);
     print_row(&hot_added);
-    static const struct {
-        const char *figure;
-        guint of, to;
-        double target;
-    } ratios[] = {
-        {"hot limit, 2 threads / ideal, 2 threads", HOT_2, IDEAL_2, TARGET_HOT_RATIO},
-        {"prefetch, 2 threads / 1 thread", PREFETCH_2, PREFETCH_1, TARGET_PREFETCH},
+    print_ratio("hot limit, 2 threads / ideal, 2 threads", &r[HOT_2], &r[IDEAL_2],
+                TARGET_HOT_RATIO);
+    print_ratio("prefetch, 2 threads / 1 thread", &r[PREFETCH_2], &r[PREFETCH_1], TARGET_PREFETCH);
+}
+
+/* A per-key limit on one thread, and on two: each on keys of its own, and both on
+ * every key; interleaved; the target compares calls/s of the best rounds. */
+static void measure_keyed(void)
+{
+    static const scaling_case cases[] = {
+        {"per key: 1000 keys", memory_op_keyed_guard, 1, FALSE},
+        {"per key: 1000 keys, 500 per thread", memory_op_keyed_guard, 2, TRUE},
+        {"per key: 1000 keys, all on both threads", memory_op_keyed_guard, 2, FALSE},
     };
-    for (guint k = 0; k < G_N_ELEMENTS(ratios); k++) {
-        double best =
-            bench_max(r[ratios[k].of].per_sec, ROUNDS) / bench_max(r[ratios[k].to].per_sec, ROUNDS);
-        double each[ROUNDS];
-        for (guint i = 0; i < ROUNDS; i++)
-            each[i] = r[ratios[k].of].per_sec[i] / r[ratios[k].to].per_sec[i];
-        gboolean pass = best >= ratios[k].target;
-        /* threads that were not on a CPU together measured time-sharing, not contention */
-        gboolean off_cpu = bench_median(r[ratios[k].of].on_cpu, ROUNDS) < ON_CPU_MIN ||
-                           bench_median(r[ratios[k].to].on_cpu, ROUNDS) < ON_CPU_MIN;
-        char median[32], target[32], result[16];
-        g_snprintf(median, sizeof median, "(%.2fx)", bench_median(each, ROUNDS));
-        g_snprintf(target, sizeof target, ">= %.1fx", ratios[k].target);
-        g_snprintf(result, sizeof result, "%s%s", pass ? "PASS" : "MISS", off_cpu ? "*" : "");
-        printf("%-42s %7s %8.2fx %9s %10s %7s %9s %6s\n", ratios[k].figure, "", best, median, "",
-               "", target, result);
-        targets++;
-        misses += !pass;
-    }
+    enum { ONE = 0, OWN_KEYS = 1 };
+    rounds r[G_N_ELEMENTS(cases)];
+
+    if (!wanted("per key"))
+        return;
+    measure_interleaved(cases, G_N_ELEMENTS(cases), r);
+    print_ratio("per key, 2 threads / 1 thread", &r[OWN_KEYS], &r[ONE], TARGET_KEYED_RATIO);
 }
 
 /* ---- main --------------------------------------------------------------------- */
@@ -370,11 +409,13 @@ int main(int argc, char **argv)
     };
     for (guint threads = 1; threads <= THREADS_MAX; threads++)
         for (guint i = 0; i < G_N_ELEMENTS(allowed); i++)
-            measure(allowed[i].figure, allowed[i].op, threads,
-                    threads > 1        ? -1
-                    : allowed[i].keyed ? TARGET_KEYED_NS
-                                       : TARGET_ALLOWED_NS);
+            if (threads == 1 || !allowed[i].keyed) /* 2 threads per key: measure_keyed */
+                measure(allowed[i].figure, allowed[i].op, threads,
+                        threads > 1        ? -1
+                        : allowed[i].keyed ? TARGET_KEYED_NS
+                                           : TARGET_ALLOWED_NS);
     measure_scaling();
+    measure_keyed();
     measure_no_rule();
 
     printf("\n%u of %u targets missed\n", misses, targets);

@@ -44,6 +44,14 @@ static const char keyfile[] = "# written by bench_memory: limits that never say 
 static volatile gint64 sink;
 
 static char *keys[MEMORY_OPS_KEYS];
+/* The calling thread's keys: keys[share_first .. share_first + share_len). */
+static __thread guint share_first, share_len = MEMORY_OPS_KEYS;
+
+void memory_ops_keys_share(guint index, guint of)
+{
+    share_len = MEMORY_OPS_KEYS / of;
+    share_first = index * share_len;
+}
 
 /* ---- the decorated functions and their plain twin ----------------------------- */
 
@@ -137,10 +145,11 @@ CALLS_OF(memory_op_norule_guard, bench_norule_guard)
 guint64 memory_op_keyed_guard(guint64 first, guint n)
 {
     guint64 admitted = 0;
-    guint k = (guint)(first % MEMORY_OPS_KEYS);
+    char **mine = keys + share_first;
+    guint k = (guint)(first % share_len);
     for (guint i = 0; i < n; i++) {
-        admitted += (guint64)bench_keyed_guard(keys[k]);
-        if (++k == MEMORY_OPS_KEYS)
+        admitted += (guint64)bench_keyed_guard(mine[k]);
+        if (++k == share_len)
             k = 0;
     }
     return admitted;

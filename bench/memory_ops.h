@@ -21,6 +21,10 @@ guint64 memory_op_plain(guint64 first, guint n);        /* a plain call, undecor
 guint64 memory_op_norule_fn(guint64 first, guint n);    /* decorated, no rule             */
 guint64 memory_op_norule_guard(guint64 first, guint n); /* guarded, no rule               */
 
+/* The calling thread's share of the per-key operation's keys: the `index`th of `of`
+ * equal runs of consecutive keys (by default, 0 of 1: all of them). */
+void memory_ops_keys_share(guint index, guint of);
+
 /* The operations by name, up to {NULL, NULL}. */
 typedef struct {
     const char *name;
