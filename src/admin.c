@@ -49,6 +49,7 @@ static void describe(const sluice__rule *rule, sluice_rule_info *out)
                               rule->shadow,
                               rule->per_key,
                               adaptive ? rule->min_limit : 0,
+                              rule->warmup_us / 1000,
                               adaptive ? sluice__controller_names[rule->controller] : NULL};
 }
 

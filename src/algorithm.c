@@ -444,6 +444,94 @@ static void gcra(const call *c, sluice__verdict *v)
     gcra_fields(&p, tat, v);
 }
 
+/* ---- warm-up: token_bucket and gcra with warmup = U ------------------------------
+ * Guava's SmoothWarmingUp with cold factor 3, its costs exact (docs/algorithms.md).
+ * The state: the time the limiter is free again (a, b: a span) and the stored time
+ * (c, in 1/(2L) µs: how long unused permits have piled up, 0 warm, U cold: U / T
+ * stored permits); d is L. A call is admitted when the limiter is free, and pushes
+ * the free time on by what its permits cost: T each, and for the stored time it
+ * spends above U / 2, more, linearly up to 3 T at U. */
+
+/* What spending stored time from b2 down to a2 (1/(2L) µs, both at or above the
+ * threshold U L) costs over T per permit, in 1/L µs rounded up:
+ * (b2 - a2) (a2 + b2 - 2 U L) / (2 L U). */
+static gint64 warm_extra(gint64 a2, gint64 b2, gint64 l, gint64 u)
+{
+    if (b2 <= a2)
+        return 0;
+    unsigned __int128 p = (unsigned __int128)(b2 - a2) * (unsigned __int128)(a2 + b2 - 2 * u * l);
+    unsigned __int128 d = (unsigned __int128)(2 * l) * (unsigned __int128)u;
+    return (gint64)((p + d - 1) / d);
+}
+
+/* A duration in 1/L µs as a span. */
+static span span_of(gint64 l, gint64 n)
+{
+    return (span){n / l, n % l};
+}
+
+/* The stored time of a state kept under another L (d), in 1/(2L) µs, rounded up
+ * (colder: never admits earlier). */
+static gint64 stored_warmth(gint64 l, gint64 c, gint64 d)
+{
+    if (d == l)
+        return c;
+    gint64 rest, q = muldivmod(c, l, d, &rest);
+    return q + (rest > 0);
+}
+
+static void warmup(const call *c, sluice__verdict *v)
+{
+    sluice__state *s = c->s;
+    rate t = rate_memo_of(c->rule)->t;
+    gint64 l = t.l, w = t.w, u = c->rule->warmup_us;
+    gint64 cold = 2 * u * l, threshold = u * l, cold_interval = 6 * w; /* 1/(2L) µs */
+    span now = {c->now, 0}, next = now;
+    gint64 stored = cold; /* a new limit starts cold */
+    if (s->started) {
+        next = stored_time(l, s->a, s->b, s->d);
+        stored = MIN(cold, stored_warmth(l, s->c, s->d));
+    }
+    if (!span_le(now, next)) {
+        /* idle since next: unused permits are stored again at 1/T; a gap shorter
+         * than the cold interval 3T stores them only up to the threshold, so that
+         * a caller coming back within it keeps warming (guava#3552) */
+        span gap = span_sub(l, now, next);
+        gint64 gap2 = gap.q >= u ? cold : 2 * (gap.q * l + gap.r);
+        stored = gap2 >= cold_interval || gap2 >= cold ? MIN(cold, stored + gap2)
+                                                       : MAX(stored, MIN(stored + gap2, threshold));
+        next = now;
+    }
+    v->allowed = span_le(next, now);
+    v->wait_us = 0;
+    if (!v->allowed && c->consume && c->reserve_us > 0 &&
+        span_ceil(span_sub(l, next, now)) <= c->reserve_us) {
+        v->allowed = TRUE; /* a reservation: the permits are the caller's once free */
+        v->wait_us = span_ceil(span_sub(l, next, now));
+    }
+    if (v->allowed && c->consume) {
+        gint64 spent = c->need >= (stored + 2 * w - 1) / (2 * w) ? stored : 2 * c->need * w;
+        gint64 extra = warm_extra(MAX(threshold, stored - spent), MAX(threshold, stored), l, u);
+        next = span_add(l, span_add(l, next, times_t(&t, c->need)), span_of(l, extra));
+        stored -= spent;
+        s->a = next.q;
+        s->b = next.r;
+        s->c = stored;
+        s->d = l;
+        s->started = TRUE;
+    }
+    gboolean free_now = span_le(next, now);
+    v->retry_after_us = v->allowed ? -1 : span_ceil(span_sub(l, next, now));
+    v->remaining = free_now ? c->rule->limit : 0;
+    /* back to a new limit's state once free and idle until cold: for as long as the
+     * stored time lacks, at least the cold interval, at most U */
+    span busy = free_now ? (span){0, 0} : span_sub(l, next, now);
+    gint64 idle2 = stored >= cold ? 0 : MIN(cold, MAX(cold_interval, cold - stored));
+    v->reset_after_us = stored >= cold && free_now
+                            ? 0
+                            : span_ceil(span_add(l, busy, span_of(l, (idle2 + 1) / 2)));
+}
+
 static void concurrency(const call *c, sluice__verdict *v)
 {
     sluice__runs *leases = &c->s->log;
@@ -524,10 +612,16 @@ decide_one(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64
         sliding_window(&c, v);
         break;
     case SLUICE__TOKEN_BUCKET:
-        token_bucket(&c, v);
+        if (G_UNLIKELY(rule->warmup_us > 0))
+            warmup(&c, v);
+        else
+            token_bucket(&c, v);
         break;
     case SLUICE__GCRA:
-        gcra(&c, v);
+        if (G_UNLIKELY(rule->warmup_us > 0))
+            warmup(&c, v);
+        else
+            gcra(&c, v);
         break;
     case SLUICE__CONCURRENCY:
         concurrency(&c, v);
@@ -540,7 +634,7 @@ decide_one(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64
 
 gboolean sluice__gcra_plannable(const sluice__rule *rule)
 {
-    return rule->algorithm == SLUICE__GCRA && sluice__rule_bands(rule) == 1;
+    return rule->algorithm == SLUICE__GCRA && sluice__rule_bands(rule) == 1 && rule->warmup_us == 0;
 }
 
 void sluice__gcra_plan_of(const sluice__rule *rule, gint64 now_us, gint64 permits,

@@ -29,10 +29,10 @@ static const char *const sluice_keys[] = {
     "key_prefix",      "timeout",     "on_error",      "reload",
     "denial_cache",    "tls_ca_file", "tls_cert_file", "tls_key_file",
     "tls_server_name", NULL};
-static const char *const limit_keys[] = {"algorithm",    "limit",      "window",   "burst",
-                                         "wait",         "mode",       "per_key",  "bands",
-                                         "shadow_bands", "anchor",     "prefetch", "prefetch_ttl",
-                                         "min_limit",    "controller", NULL};
+static const char *const limit_keys[] = {"algorithm",    "limit",     "window",     "burst",
+                                         "wait",         "mode",      "per_key",    "bands",
+                                         "shadow_bands", "anchor",    "prefetch",   "prefetch_ttl",
+                                         "warmup",       "min_limit", "controller", NULL};
 static const char *const algorithm_names[] = {
 #define ALGORITHM_NAME(code, name, tag, script) [code] = name,
     SLUICE__ALGORITHM_TABLE(ALGORITHM_NAME)
@@ -653,6 +653,50 @@ static void read_adaptive(reader *r, sluice__rule *rule)
     rule->per_key = FALSE;
 }
 
+/* The most warmup x limit: the costs of a warm-up (1/L µs, products of two such
+ * numbers divided by 2 L U) stay exact, in Lua's doubles too. */
+#define MAX_WARMUP_TIMES_LIMIT (G_GINT64_CONSTANT(1) << 52)
+
+/* warmup: token_bucket and gcra only, 0 (none) or at least 1ms; not beside burst
+ * (every permit costs at least window / limit), bands, shadow_bands or prefetch; warmup
+ * in µs x limit under MAX_WARMUP_TIMES_LIMIT; the memory backend only, for now. */
+static void read_warmup(reader *r, sluice__rule *rule, const sluice__config *c)
+{
+    read_duration(r, "warmup", 0, &rule->warmup_us);
+    if (rule->warmup_us == 0)
+        return; /* none (warmup = 0 too: no warm-up, never a rule that limits nothing) */
+    g_autofree char *v = value_of(r, "warmup");
+    if (rule->algorithm != SLUICE__TOKEN_BUCKET && rule->algorithm != SLUICE__GCRA) {
+        report(r, "warmup", v,
+               g_strdup_printf("applies only to token_bucket and gcra, not %s",
+                               sluice__algorithm_name(rule->algorithm)));
+        return;
+    }
+    g_autofree char *burst = value_of(r, "burst");
+    if (burst)
+        report(r, "burst", burst,
+               g_strdup("not with warmup: every permit costs at least window / limit, so "
+                        "nothing bursts; remove burst or warmup"));
+    rule->burst = rule->limit;
+    if (has_key(r, "bands") || has_key(r, "shadow_bands"))
+        problem(r, "warmup", v, "not with bands or shadow_bands; expected a rule without them");
+    if (rule->prefetch > 0)
+        problem(r, "warmup", v, "not with prefetch; expected prefetch = 0");
+    if (rule->limit > 0 && rule->warmup_us > (MAX_WARMUP_TIMES_LIMIT - 1) / rule->limit) {
+        g_autofree char *most =
+            sluice__format_duration((MAX_WARMUP_TIMES_LIMIT - 1) / rule->limit / 1000 * 1000);
+        report(r, "warmup", v,
+               g_strdup_printf("too long for limit = %" G_GINT64_FORMAT
+                               ": warmup in µs × limit must stay under 2^52 (the costs are "
+                               "exact); at most %s",
+                               rule->limit, most));
+    }
+    if (c->backend != SLUICE__BACKEND_MEMORY)
+        problem(r, "warmup", v,
+                "not yet with backend = redis (the scripts of lua/ have no warm-up yet); "
+                "expected backend = memory, or no warmup");
+}
+
 static void read_limit_group(reader *r, const char *name, sluice__config *c)
 {
     sluice__rule *rule = g_new0(sluice__rule, 1);
@@ -706,6 +750,7 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     rule->prefetch_ttl_us = MAX(1000, rule->window_us / 10);
     read_duration(r, "prefetch_ttl", 1000, &rule->prefetch_ttl_us);
     read_adaptive(r, rule);
+    read_warmup(r, rule, c);
     check_burst(r, rule->algorithm);
     check_anchor(r, rule->algorithm);
     check_prefetch(r, rule);
@@ -824,9 +869,17 @@ static gboolean read_override(reader *r, const char *key, const sluice__rule *ru
     out->limit = band.limit;
     out->window_us = band.window_us;
     out->burst = band.burst;
+    gsize before = r->problems->len;
+    if (rule->warmup_us > 0 && band.burst != band.limit)
+        report(r, key, v,
+               g_strdup("a burst, where the limit has a warmup: every permit costs at least "
+                        "window / limit; expected LIMIT/WINDOW"));
+    if (rule->warmup_us > (MAX_WARMUP_TIMES_LIMIT - 1) / band.limit)
+        report(r, key, v,
+               g_strdup("a limit too large for the rule's warmup: warmup in µs × limit must "
+                        "stay under 2^52"));
     sluice__rule o;
     sluice__override_rule(rule, out, &o);
-    gsize before = r->problems->len;
     check_rule(r, &o, key, v);
     check_override_epoch(r, rule, key, v, o.window_us);
     check_override_prefetch(r, &o, key, v);

@@ -59,6 +59,7 @@ typedef struct {
     gboolean epoch;         /* fixed_window: anchor = epoch (windows on the UTC clock) */
     gint64 prefetch;        /* permits taken per round trip and handed out in process */
     gint64 prefetch_ttl_us; /* how long prefetched permits may be used           */
+    gint64 warmup_us;       /* token_bucket, gcra: from cold to the full rate (0: none) */
     gint64 min_limit;       /* adaptive: the least calls in flight it may fall to   */
     /* adaptive: what sets the limit from the calls' latency */
     sluice__controller controller;
@@ -91,12 +92,14 @@ static inline sluice__band sluice__rule_band(const sluice__rule *rule, guint i)
     return i == 0 ? (sluice__band){rule->limit, rule->window_us, rule->burst} : rule->bands[i - 1];
 }
 
-/* TRUE when state kept under rule a serves rule b: the same algorithm and per_key.
- * A changed limit, window or burst applies to the state as it stands (what was
- * admitted stays admitted), as in Redis, so a reload gives no free burst. */
+/* TRUE when state kept under rule a serves rule b: the same algorithm and per_key,
+ * and both with a warm-up or both without (the state is not the same).
+ * A changed limit, window, burst or warmup applies to the state as it stands (what
+ * was admitted stays admitted), as in Redis, so a reload gives no free burst. */
 static inline gboolean sluice__rule_same_state(const sluice__rule *a, const sluice__rule *b)
 {
-    return a->algorithm == b->algorithm && a->per_key == b->per_key;
+    return a->algorithm == b->algorithm && a->per_key == b->per_key &&
+           (a->warmup_us > 0) == (b->warmup_us > 0);
 }
 
 /* Rules as bytes, for the tables that intern them (GHashFunc, GEqualFunc). */

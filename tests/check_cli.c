@@ -199,7 +199,7 @@ START_TEST(lint_lists_every_problem_of_a_bad_keyfile_and_exits_1)
         "%s: [limit:login] window = 10: missing unit, e.g. 10s\n"
         "%s: [limit:login] widnow: unknown key; expected one of algorithm, limit, window, "
         "burst, wait, mode, per_key, bands, shadow_bands, anchor, prefetch, prefetch_ttl, "
-        "min_limit, controller\n"
+        "warmup, min_limit, controller\n"
         "%s: [limits:typo]: unknown group; expected [sluice], [limit:NAME] or [override:NAME]\n",
         path, path, path, path, path);
     ck_run(r, 1, expected, "");
@@ -668,6 +668,32 @@ START_TEST(replay_applies_overrides)
 }
 END_TEST
 
+/* A rule with a warm-up replays like any other (10 per second from cold, warmup 2 s:
+ * permits cost 290, 270, 250 ms; docs/algorithms.md), and status shows it (memory
+ * backend: the scripts have no warm-up yet). */
+START_TEST(replay_and_status_show_a_warm_up)
+{
+    g_autofree char *path =
+        keyfile("[limit:w]\nalgorithm = gcra\nlimit = 10\nwindow = 1s\nwarmup = 2s\n");
+    g_autofree char *trace_path = fixture_write_keyfile("0 w\n100 w\n290 w\n300 w\n560 w\n");
+    g_autoptr(result) r = sluice("replay", "-c", path, trace_path, NULL);
+    ck_run(r, 0,
+           "0 w - 1 allowed=1 limit=10 remaining=0 retry_after_ms=-1 reset_after_ms=590\n"
+           "100 w - 1 allowed=0 limit=10 remaining=0 retry_after_ms=190 reset_after_ms=490\n"
+           "290 w - 1 allowed=1 limit=10 remaining=0 retry_after_ms=-1 reset_after_ms=570\n"
+           "300 w - 1 allowed=0 limit=10 remaining=0 retry_after_ms=260 reset_after_ms=560\n"
+           "560 w - 1 allowed=1 limit=10 remaining=0 retry_after_ms=-1 reset_after_ms=550\n"
+           "summary w calls=5 admitted=3 denied=2 permits_admitted=3 permits_denied=2\n",
+           "");
+    g_unlink(trace_path);
+    g_autoptr(result) status = sluice("status", "-c", path, NULL);
+    ck_run(status, 0,
+           "w - algorithm=gcra limit=10 remaining=10 retry_after_ms=-1 reset_after_ms=0 "
+           "warmup=2s\n",
+           "");
+}
+END_TEST
+
 START_TEST(replay_reads_the_trace_from_stdin)
 {
     g_autofree char *path = keyfile(replay_rules);
@@ -859,6 +885,8 @@ int main(void)
     tcase_add_test(tc, status_shows_the_bands_and_shadow_bands_of_a_rule);
     tcase_add_test(tc, status_says_which_rule_decides_a_key);
     tcase_add_test(tc, status_shows_an_adaptive_rule_at_its_floor);
+    if (!fixture_on_redis())
+        tcase_add_test(tc, replay_and_status_show_a_warm_up);
     tcase_add_loop_test(tc, status_consumes_nothing_for_every_algorithm, 0,
                         G_N_ELEMENTS(algorithms));
     tcase_add_test(tc, reset_then_acquire_shows_a_full_limit);

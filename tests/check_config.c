@@ -28,7 +28,7 @@ typedef struct {
 
 #define LIMIT_KEYS                                                                                 \
     "algorithm, limit, window, burst, wait, mode, per_key, bands, shadow_bands, anchor, "          \
-    "prefetch, prefetch_ttl, min_limit, controller"
+    "prefetch, prefetch_ttl, warmup, min_limit, controller"
 #define SLUICE_KEYS                                                                                \
     "backend, redis, password_file, sentinel_password_file, key_prefix, timeout, on_error, "       \
     "reload, "                                                                                     \

@@ -86,6 +86,8 @@ static int show(const char *name, const char *key, gboolean json)
         cli_append_json_decision(out, &d, FALSE);
         append_source(out, name, key, TRUE);
         append_bands(out, name, TRUE);
+        if (rule.warmup_ms > 0)
+            g_string_append_printf(out, ",\"warmup_ms\":%" G_GINT64_FORMAT, rule.warmup_ms);
         if (rule.controller) {
             g_string_append(out, ",\"controller\":");
             cli_append_json_string(out, rule.controller);
@@ -99,6 +101,10 @@ static int show(const char *name, const char *key, gboolean json)
         cli_append_decision(out, &d, FALSE);
         append_source(out, name, key, FALSE);
         append_bands(out, name, FALSE);
+        if (rule.warmup_ms > 0) {
+            g_string_append(out, " warmup=");
+            append_window(out, rule.warmup_ms);
+        }
         if (rule.controller)
             g_string_append_printf(
                 out, " controller=%s min_limit=%" G_GINT64_FORMAT " max_limit=%" G_GINT64_FORMAT,
@@ -124,7 +130,8 @@ static const cli_spec spec = {
     "as the keyfile has them; limit and remaining are the band with the fewest\n"
     "remaining. For a limit with overrides ([override:NAME]) and a key, rule=own,\n"
     "override, blocked or unlimited says which rule decides that key's calls.\n"
-    "An adaptive rule adds controller=C min_limit=N max_limit=M; its limit= is\n"
+    "A rule with a warm-up adds warmup=DURATION. An adaptive rule adds\n"
+    "controller=C min_limit=N max_limit=M; its limit= is\n"
     "the current limit of the process that reads it.\n"
     "It is read with a peek (permits = 0), which consumes nothing. With backend =\n"
     "memory every process keeps its own limits, and an adaptive rule's limit is\n"

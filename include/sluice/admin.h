@@ -26,6 +26,7 @@ typedef struct {
     gboolean shadow;       /**< mode = shadow                                        */
     gboolean per_key;      /**< the key splits the limit                             */
     gint64 min_limit;      /**< adaptive: the least the limit falls to; others: 0    */
+    gint64 warmup_ms;      /**< token_bucket and gcra: `warmup`; 0: none             */
     /** adaptive: "gradient", "vegas" or "aimd" (static storage); others: NULL */
     const char *controller;
 } sluice_rule_info;
