@@ -145,7 +145,7 @@ START_TEST(reset_forgets_what_the_limit_learnt)
 {
     fixture_clock_start(S);
     fixture_init(grows);
-    limits_over("a", 400, SLUICE_OUTCOME_OK);
+    g_free(limits_over("a", 400, SLUICE_OUTCOME_OK));
     ck_assert_int_eq(adaptive_limit("a"), 16);
     ck_assert(sluice_reset("a", NULL, NULL));
     ck_assert_int_eq(adaptive_limit("a"), 1);
@@ -161,7 +161,7 @@ START_TEST(reload_keeps_the_limit_within_its_new_bounds)
     g_autofree char *contents = fixture_contents(grows);
     g_autofree char *path = fixture_write_keyfile(contents);
     ck_assert(sluice_init(path, NULL));
-    limits_over("a", 400, SLUICE_OUTCOME_OK);
+    g_free(limits_over("a", 400, SLUICE_OUTCOME_OK));
     ck_assert_int_eq(adaptive_limit("a"), 16);
     g_autofree char *lower =
         fixture_contents("[limit:a]\nalgorithm = adaptive\nlimit = 8\ncontroller = aimd\n");
