@@ -4,13 +4,24 @@
 # the order of src/algorithm_table.h) that NAMES names (the algorithms with a script)
 # and each of its entries (decide, exact, bands: lua/prelude.lua says what they are),
 # the EVALSHA script and its SHA1, and the name of its function in the Redis 7
-# Function library `sluice` (NULL for the algorithms decided in process only); then
+# Function library `sluice` (NULL for the algorithms decided in process only, and
+# for warmup where the algorithm's file does not name one: `local warmup = ...` or
+# `local function warmup(`); then
 # the library's source, version (VERSION, the project's) and hash. Lines that are only
 # a comment are left out of what Redis gets.
 cmake_minimum_required(VERSION 3.25) # policies of cmake -P: if(IN_LIST)
 string(REPLACE "," ";" NAMES "${NAMES}")
 string(REPLACE "," ";" ALGORITHMS "${ALGORITHMS}")
-set(ENTRIES decide exact bands)
+set(ENTRIES decide exact bands warmup)
+# The entries lua/NAME.lua (code) has: every algorithm the first three, warmup those
+# that name it.
+function(entries_of code out)
+  set(list decide exact bands)
+  if(code MATCHES "\nlocal warmup = " OR code MATCHES "\nlocal function warmup\\(")
+    list(APPEND list warmup)
+  endif()
+  set(${out} "${list}" PARENT_SCOPE)
+endfunction()
 
 # The text of lua/FILE without its comment lines.
 function(lua_code file out)
@@ -35,8 +46,9 @@ lua_code(prelude.lua prelude)
 set(library "#!lua name=sluice\n${prelude}\n")
 foreach(name ${NAMES})
   lua_code(${name}.lua code)
+  entries_of("\n${code}" has)
   string(APPEND library "do\n${code}\n")
-  foreach(entry ${ENTRIES})
+  foreach(entry ${has})
     string(APPEND library "redis.register_function('sluice_HASH_${name}_${entry}', ${entry})\n")
   endforeach()
   string(APPEND library "end\n")
@@ -58,16 +70,23 @@ set(shas "")
 set(functions "")
 foreach(name ${ALGORITHMS})
   if(NOT name IN_LIST NAMES)
-    string(APPEND scripts "    /* ${name}: decided in process only */ {0, 0, 0},\n")
-    string(APPEND shas "    /* ${name} */ {0, 0, 0},\n")
-    string(APPEND functions "    /* ${name} */ {0, 0, 0},\n")
+    string(APPEND scripts "    /* ${name}: decided in process only */ {0, 0, 0, 0},\n")
+    string(APPEND shas "    /* ${name} */ {0, 0, 0, 0},\n")
+    string(APPEND functions "    /* ${name} */ {0, 0, 0, 0},\n")
     continue()
   endif()
   lua_code(${name}.lua code)
+  entries_of("\n${code}" has)
   string(APPEND scripts "    /* ${name} */ {\n")
   string(APPEND shas "    /* ${name} */ {")
   string(APPEND functions "    /* ${name} */ {")
   foreach(entry ${ENTRIES})
+    if(NOT entry IN_LIST has)
+      string(APPEND scripts "    /* ${entry}: none */ 0,\n")
+      string(APPEND shas "0, ")
+      string(APPEND functions "0, ")
+      continue()
+    endif()
     set(text "${prelude}\n${code}\nreturn ${entry}(KEYS, ARGV)\n")
     string(SHA1 sha "${text}")
     c_string("${text}" literal)

@@ -10,6 +10,8 @@
 --           and duration into whole µs and 1/L-ths of a µs (the others have no
 --           fractions: their exact is their decide)
 --   bands   a rule with bands: every band decided, all or nothing (run_bands)
+-- and token_bucket and gcra a fourth, which answers alike for both:
+--   warmup  a rule with a warm-up (warm_up, below)
 -- The library registers them as sluice_HASH_ALGORITHM_ENTRY; for EVALSHA, the
 -- script of an entry is this file, the algorithm's, and `return ENTRY(KEYS, ARGV)`.
 --
@@ -173,6 +175,115 @@ local function stored_time(l, q, r, d)
     return q, 0
   end
   return q, r
+end
+
+-- ---- warm-up: token_bucket and gcra with warmup = U (src/algorithm.c's warmup) ----
+-- Guava's SmoothWarmingUp with cold factor 3, its costs exact. ARGV: permits, limit,
+-- window_us, warmup_us, reserve_us, now_us (absent: Redis TIME); KEYS[1]: the
+-- rule's state key and ':warm' (a state of its own, which a rule without warm-up
+-- never reads). State: the time the limit is free (a span: µs and 1/d-ths), the
+-- stored time in 1/(2L) µs (0 warm, 2 U L cold) and d (= limit when written), packed
+-- ('B<d<d<d<d'). A call is admitted when the limit is free, and pushes the free time
+-- on by n T plus, for the stored time spent above U / 2 (from b down to a), (b -
+-- a)(a + b - 2 U L) / (2 L U) 1/L µs rounded up. With U L < 2^52 (the keyfile
+-- refuses more) every number and every divisor stays below 2^53 and 2^52. Replies
+-- as exact's, a denial with nothing to age it by (it holds until retry, remaining 0).
+local function warm_up(KEYS, ARGV)
+  local key = KEYS[1]
+  local permits, l, w, u = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  local reserve = tonumber(ARGV[5])
+  local now, virtual = clock(ARGV[6])
+  if reserve > MAX_RESERVE_US then reserve = MAX_RESERVE_US end
+  local need, consume = sizing(permits, l)
+  local tq = idiv(w, l)
+  local tr = w - tq * l
+  local cold, threshold, interval = 2 * u * l, u * l, 6 * w -- 1/(2L) µs
+  local fq, fr, stored = now, 0, cold -- a new limit starts cold
+  local raw = redis.call('GET', key)
+  if raw then
+    if #raw ~= 33 then bad_state(key) end
+    local f, q, r, s, d = struct.unpack('B<d<d<d<d', raw)
+    if f ~= STATE_FORMAT then bad_state(key) end
+    fq, fr = stored_time(l, q, r, d)
+    if d ~= l then -- kept under another limit: rounded up, colder
+      local sq, sr = muldivmod(s, l, d)
+      if sr > 0 then sq = sq + 1 end
+      s = sq
+    end
+    if s < cold then stored = s end
+  end
+  if not span_le(now, 0, fq, fr) then
+    -- idle since free: unused permits stored again at 1/T; a gap shorter than 3T,
+    -- only up to the threshold
+    local gq, gr = span_sub(l, now, 0, fq, fr)
+    local gap = cold
+    if gq < u then gap = 2 * (gq * l + gr) end
+    if gap >= interval or gap >= cold then
+      stored = stored + gap
+      if stored > cold then stored = cold end
+    else
+      local filled = stored + gap
+      if filled > threshold then filled = threshold end
+      if filled > stored then stored = filled end
+    end
+    fq, fr = now, 0
+  end
+  local allowed = need <= l and span_le(fq, fr, now, 0)
+  local wait = 0
+  if not allowed and consume and reserve > 0 then
+    local due = span_ceil(span_sub(l, fq, fr, now, 0))
+    if due <= reserve then allowed, wait = true, due end
+  end
+  local function reset_of(free_now)
+    if stored >= cold and free_now then return 0 end
+    local bq, br = 0, 0
+    if not free_now then bq, br = span_sub(l, fq, fr, now, 0) end
+    local idle = 0 -- the idle time after which it is cold: U - S, at least 3T, at most U
+    if stored < cold then
+      idle = cold - stored
+      if idle < interval then idle = interval end
+      if idle > cold then idle = cold end
+    end
+    local half = fdiv(idle + 1, 2) -- 1/L µs, rounded up
+    local hq = fdiv(half, l)
+    return span_ceil(span_add(l, bq, br, hq, half - hq * l))
+  end
+  if allowed and consume then
+    local per = 2 * w -- a permit's stored time
+    local most = fdiv(stored, per)
+    if most * per < stored then most = most + 1 end
+    local spent = stored
+    if need < most then spent = need * per end
+    local a, b = stored - spent, stored
+    if a < threshold then a = threshold end
+    if b < threshold then b = threshold end
+    local extra = 0
+    if b > a then -- ceil((b - a)(a + b - cold) / (2 L U)), halving a quotient by L U
+      local q1, r1 = muldivmod(b - a, a + b - cold, u * l)
+      if q1 % 2 == 1 then
+        extra = (q1 + 1) / 2
+      elseif r1 > 0 then
+        extra = q1 / 2 + 1
+      else
+        extra = q1 / 2
+      end
+    end
+    local nq, nr = times_t(l, tq, tr, need)
+    fq, fr = span_add(l, fq, fr, nq, nr)
+    local eq = fdiv(extra, l)
+    fq, fr = span_add(l, fq, fr, eq, extra - eq * l)
+    stored = stored - spent
+    redis.call('SET', key, struct.pack('B<d<d<d<d', STATE_FORMAT, fq, fr, stored, l), 'PX',
+               px(reset_of(false), virtual))
+  end
+  local free_now = span_le(fq, fr, now, 0)
+  local remaining = free_now and l or 0
+  local reset = reset_of(free_now)
+  if allowed then
+    if wait == 0 then return {1, remaining, reset} end
+    return {1, remaining, reset, wait, 0}
+  end
+  return {0, remaining, reset, span_ceil(span_sub(l, fq, fr, now, 0))}
 end
 
 -- A band's answer {allowed, limit, remaining, retry, reset, wait, leased, ...} as

@@ -157,3 +157,6 @@ end
 local function bands(KEYS, ARGV)
   return run_bands(band, KEYS, ARGV)
 end
+
+-- warmup: a rule with a warm-up, the same for token_bucket and gcra (prelude.lua)
+local warmup = warm_up

@@ -659,8 +659,8 @@ static void read_adaptive(reader *r, sluice__rule *rule)
 
 /* warmup: token_bucket and gcra only, 0 (none) or at least 1ms; not beside burst
  * (every permit costs at least window / limit), bands, shadow_bands or prefetch; warmup
- * in µs x limit under MAX_WARMUP_TIMES_LIMIT; the memory backend only, for now. */
-static void read_warmup(reader *r, sluice__rule *rule, const sluice__config *c)
+ * in µs x limit under MAX_WARMUP_TIMES_LIMIT. */
+static void read_warmup(reader *r, sluice__rule *rule)
 {
     read_duration(r, "warmup", 0, &rule->warmup_us);
     if (rule->warmup_us == 0)
@@ -691,10 +691,6 @@ static void read_warmup(reader *r, sluice__rule *rule, const sluice__config *c)
                                "exact); at most %s",
                                rule->limit, most));
     }
-    if (c->backend != SLUICE__BACKEND_MEMORY)
-        problem(r, "warmup", v,
-                "not yet with backend = redis (the scripts of lua/ have no warm-up yet); "
-                "expected backend = memory, or no warmup");
 }
 
 static void read_limit_group(reader *r, const char *name, sluice__config *c)
@@ -750,7 +746,7 @@ static void read_limit_group(reader *r, const char *name, sluice__config *c)
     rule->prefetch_ttl_us = MAX(1000, rule->window_us / 10);
     read_duration(r, "prefetch_ttl", 1000, &rule->prefetch_ttl_us);
     read_adaptive(r, rule);
-    read_warmup(r, rule, c);
+    read_warmup(r, rule);
     check_burst(r, rule->algorithm);
     check_anchor(r, rule->algorithm);
     check_prefetch(r, rule);

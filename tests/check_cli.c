@@ -668,9 +668,9 @@ START_TEST(replay_applies_overrides)
 }
 END_TEST
 
-/* A rule with a warm-up replays like any other (10 per second from cold, warmup 2 s:
- * permits cost 290, 270, 250 ms; docs/algorithms.md), and status shows it (memory
- * backend: the scripts have no warm-up yet). */
+/* A rule with a warm-up replays like any other, on every backend (10 per second from
+ * cold, warmup 2 s: permits cost 290, 270, 250 ms; docs/algorithms.md), and status
+ * shows it. */
 START_TEST(replay_and_status_show_a_warm_up)
 {
     g_autofree char *path =
@@ -885,8 +885,7 @@ int main(void)
     tcase_add_test(tc, status_shows_the_bands_and_shadow_bands_of_a_rule);
     tcase_add_test(tc, status_says_which_rule_decides_a_key);
     tcase_add_test(tc, status_shows_an_adaptive_rule_at_its_floor);
-    if (!fixture_on_redis())
-        tcase_add_test(tc, replay_and_status_show_a_warm_up);
+    tcase_add_test(tc, replay_and_status_show_a_warm_up);
     tcase_add_loop_test(tc, status_consumes_nothing_for_every_algorithm, 0,
                         G_N_ELEMENTS(algorithms));
     tcase_add_test(tc, reset_then_acquire_shows_a_full_limit);

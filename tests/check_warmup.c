@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* warmup = DURATION on token_bucket and gcra: Guava's SmoothWarmingUp with cold
- * factor 3, on an injected clock. From cold a caller asking as fast as it can gets
- * warmup / (2T) permits in the first warmup, then 1/T; exact answers of the first
- * calls; cold again after idling for warmup; the edges Guava got wrong (warmup = 0,
+ * factor 3, on an injected clock, on the memory backend and on Redis (lua/). From cold a caller
+ * asking as fast as it can gets warmup / (2T) permits in the first warmup, then 1/T; exact answers
+ * of the first calls; cold again after idling for warmup; the edges Guava got wrong (warmup = 0,
  * guava#2730; sparse traffic that never warmed, guava#3552); what the keyfile
  * refuses; and a randomized differential test of the arithmetic against a reference
  * in exact fractions. */
@@ -167,10 +167,6 @@ START_TEST(the_keyfile_refuses_what_warmup_cannot_do)
                     "warmup = 1h\n",
                     "[limit:w] warmup = 1h: too long for limit = 1000000000: warmup in µs × "
                     "limit must stay under 2^52 (the costs are exact); at most 4503ms");
-    fixture_refused("[sluice]\nbackend = redis\n[limit:w]\nalgorithm = token_bucket\n"
-                    "limit = 10\nwindow = 1s\nwarmup = 2s\n",
-                    "[limit:w] warmup = 2s: not yet with backend = redis (the scripts of lua/ "
-                    "have no warm-up yet); expected backend = memory, or no warmup");
 }
 END_TEST
 
@@ -285,6 +281,59 @@ START_TEST(the_arithmetic_matches_exact_fractions)
 }
 END_TEST
 
+/* The same through the API on the suite's backend (memory, or the scripts of lua/ on
+ * Redis): random rules loaded from a keyfile, random calls on the injected clock,
+ * every field of every answer (in ms, rounded up) as the reference's. */
+START_TEST(the_backend_matches_exact_fractions_through_the_api)
+{
+    GRand *rand = g_rand_new_with_seed(2025);
+    for (int round = 0; round < 30; round++) {
+        gint64 l =
+            round % 3 == 0 ? g_rand_int_range(rand, 1, 20) : g_rand_int_range(rand, 1, 1000000);
+        gint64 w_ms = g_rand_int_range(rand, 1, 100000);
+        gint64 most_ms = ((G_GINT64_CONSTANT(1) << 52) - 1) / l / 1000;
+        gint64 u_ms = (gint64)g_rand_double_range(rand, 1, (double)MIN(most_ms, 1000000));
+        g_autofree char *keyfile =
+            g_strdup_printf("[limit:d]\nalgorithm = %s\nlimit = %" G_GINT64_FORMAT
+                            "\nwindow = %" G_GINT64_FORMAT "ms\nwarmup = %" G_GINT64_FORMAT "ms\n",
+                            algorithms[round % 2], l, w_ms, u_ms);
+        fixture_clock_start(S);
+        fixture_init(keyfile);
+        ref r = {l, w_ms * MS, u_ms * MS, FALSE, 0, 0};
+        gint64 now = S;
+        for (int step = 0; step < 100; step++) {
+            now += g_rand_int_range(rand, 0, 4) == 0
+                       ? g_rand_int_range(rand, 0, (gint32)MIN(u_ms * MS, G_MAXINT32))
+                       : g_rand_int_range(rand, 0, 1000);
+            gint64 permits = g_rand_int_range(rand, 0, 8) == 0
+                                 ? 0
+                                 : g_rand_int_range(rand, 1, (gint32)MIN(l, 5) + 1);
+            sluice__verdict want;
+            ref_decide(&r, now, permits, &want);
+            fixture_clock_set(now);
+            sluice_decision d;
+            int rc = sluice_acquire("d", NULL, permits, &d, NULL);
+            gint64 retry = want.allowed ? -1 : (want.retry_after_us + 999) / 1000;
+            gint64 reset = (want.reset_after_us + 999) / 1000;
+            if (rc != (want.allowed ? SLUICE_ALLOWED : SLUICE_DENIED) ||
+                d.remaining != want.remaining || d.retry_after_ms != retry ||
+                d.reset_after_ms != reset || d.limit != l)
+                ck_abort_msg(
+                    "%s L %" G_GINT64_FORMAT " W %" G_GINT64_FORMAT "ms U %" G_GINT64_FORMAT
+                    "ms step %d for %" G_GINT64_FORMAT ": got %d %" G_GINT64_FORMAT
+                    " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT ", want %d %" G_GINT64_FORMAT
+                    " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT,
+                    algorithms[round % 2], l, w_ms, u_ms, step, permits, d.allowed, d.remaining,
+                    d.retry_after_ms, d.reset_after_ms, want.allowed, want.remaining, retry, reset);
+            if (!d.allowed && d.retry_after_ms > 0 && g_rand_boolean(rand))
+                now += want.retry_after_us; /* back exactly when free */
+        }
+        sluice_shutdown();
+    }
+    g_rand_free(rand);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("warmup");
@@ -301,6 +350,7 @@ int main(void)
     TCase *exact = tcase_create("exact");
     tcase_set_timeout(exact, 300);
     tcase_add_test(exact, the_arithmetic_matches_exact_fractions);
+    tcase_add_test(exact, the_backend_matches_exact_fractions_through_the_api);
     suite_add_tcase(s, exact);
     return fixture_run(s);
 }

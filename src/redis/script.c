@@ -91,6 +91,8 @@ static gboolean whole_rate(const sluice__rule *rule, gint64 *t)
 
 static sluice__lua_entry entry_of(const sluice__rule *rule, gboolean virtual, gint64 *t)
 {
+    if (rule->warmup_us > 0) /* token_bucket and gcra, without bands */
+        return SLUICE__LUA_WARMUP;
     if (rule->n_bands + rule->n_shadow > 0)
         return SLUICE__LUA_BANDS;
     switch (rule->algorithm) {
@@ -142,11 +144,14 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
 
     writer w = {c->args, 0};
     put_number(&w, per_band * (1 + bands));
-    /* the state key, written in place */
-    put_length(&w, key_size);
+    /* the state key, written in place; a warm-up's has a state of its own, after it */
+    gboolean warm = c->entry == SLUICE__LUA_WARMUP;
+    put_length(&w, key_size + (warm ? SLUICE__REDIS_WARM_LEN : 0));
     c->key_at = (gsize)(w.at - c->args);
     c->key_len = sluice__redis_key_write(w.at, prefix, prefix_len, tag, tag_len, key);
     w.at += c->key_len;
+    if (warm)
+        put_raw(&w, SLUICE__REDIS_WARM, SLUICE__REDIS_WARM_LEN);
     put_raw(&w, "\r\n", 2);
     w.argc++;
     const char *state_key = c->args + c->key_at;
@@ -162,7 +167,15 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
         }
     }
 
-    if (c->entry == SLUICE__LUA_BANDS) {
+    if (warm) {
+        put_number(&w, permits);
+        put_number(&w, rule->limit);
+        put_number(&w, rule->window_us);
+        put_number(&w, rule->warmup_us);
+        put_number(&w, rule->algorithm == SLUICE__TOKEN_BUCKET ? reserve_us : 0);
+        if (virtual)
+            put_number(&w, now);
+    } else if (c->entry == SLUICE__LUA_BANDS) {
         put_number(&w, permits);
         put_number(&w, reserve_us);
         put_number(&w, rule->epoch);
