@@ -157,9 +157,11 @@ guint64 memory_op_keyed_guard(guint64 first, guint n)
 
 /* The ideal exact shared limit: what an exact hot gcra needs at least, one clock
  * read and one CAS of a shared word per decision (a theoretical arrival time in
- * 1/1024 µs, admitted while it is at most a second ahead), retried with a fresh
- * clock read when another thread changed the word in between. The clock is the
- * one sluice decides by (sluice_clock_now), read as cheaply as sluice reads it. */
+ * 1/1024 µs, admitted while it is at most a second ahead). The clock is read once,
+ * before the load: a CAS that fails because another thread moved the word retries
+ * with the word it saw and the same time, as a decision made at that time would.
+ * The clock is the one sluice decides by (sluice_clock_now), read as cheaply as
+ * sluice reads it. */
 static gint64 ideal_tat __attribute__((aligned(128)));
 
 guint64 memory_op_ideal(guint64 first, guint n)
@@ -167,12 +169,13 @@ guint64 memory_op_ideal(guint64 first, guint n)
     guint64 admitted = 0;
     (void)first;
     for (guint i = 0; i < n; i++) {
+        gint64 now = sluice_clock_now() << 10;
+        gint64 tat = __atomic_load_n(&ideal_tat, __ATOMIC_RELAXED);
         for (;;) {
-            gint64 tat = __atomic_load_n(&ideal_tat, __ATOMIC_RELAXED);
-            gint64 now = sluice_clock_now() << 10;
             gint64 next = MAX(tat, now) + 1;
             if (next - now > (G_GINT64_CONSTANT(1000000) << 10))
                 break; /* denied: never, at this rate */
+            /* on failure, tat is the word another thread wrote */
             if (__atomic_compare_exchange_n(&ideal_tat, &tat, next, FALSE, __ATOMIC_ACQ_REL,
                                             __ATOMIC_RELAXED)) {
                 admitted++;
