@@ -5,11 +5,11 @@
  * on the real clock, against a real overloaded downstream in the test: a pool of C
  * slots that each call holds for a few milliseconds while the others queue. */
 #include "fixture.h"
+#include "testing.h"
 
 #include <string.h>
 
 #include <glib/gstdio.h>
-#include <sluice/testing.h>
 
 #include "unconst.h"
 

@@ -3,6 +3,7 @@
  * and peeks (what `sluice status` reads) consuming nothing, on both backends (Redis as
  * one server, a Cluster or a Sentinel-managed master). */
 #include "fixture.h"
+#include "testing.h"
 
 #include <string.h>
 

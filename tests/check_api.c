@@ -2,6 +2,7 @@
 /* The public API at its edges: bad arguments, names with no rule, waiting, shadow
  * mode, the on_error policies, eviction of idle keys and reload. */
 #include "fixture.h"
+#include "testing.h"
 
 #include <string.h>
 

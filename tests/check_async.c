@@ -2,6 +2,7 @@
 /* The asynchronous API: decisions on one main loop, waiting without blocking,
  * cancellation, and the loop serving while a decision waits. */
 #include "fixture.h"
+#include "testing.h"
 
 #include <gio/gio.h>
 

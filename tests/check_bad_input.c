@@ -2,6 +2,7 @@
 /* Bad input to every public function (NULL, empty, huge, not UTF-8, negative or
  * overflowing), and every algorithm decided at the extremes the keyfile accepts. */
 #include "fixture.h"
+#include "testing.h"
 
 #include <glib/gstdio.h>
 #include <sluice/admin.h>

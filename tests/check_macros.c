@@ -2,6 +2,7 @@
 /* The decorators: guard and definition forms, keys, void and no-argument functions,
  * names with no rule, error callbacks, and concurrency released on return. */
 #include "fixture.h"
+#include "testing.h"
 
 #include <string.h>
 

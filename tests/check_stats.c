@@ -2,6 +2,7 @@
 /* Stats and shadow mode: exact counters per limit and per decorated function, and
  * Prometheus text that a parser accepts. */
 #include "fixture.h"
+#include "testing.h"
 
 #include <stdlib.h>
 #include <string.h>

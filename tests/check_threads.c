@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fixture.h"
+#include "testing.h"
 
 #define THREADS      8
 #define RUN_US       1000000

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* An application of the installed headers, valid C99, C11 and C++17: both decorating
  * forms and a call of each header's API against tests/header_standards.sh's keyfile
- * (every limit 1 per hour); exits 0 when every call was decided as that keyfile says. */
+ * (every limit 1 per hour), then the error callback against its second keyfile, whose
+ * Redis does not answer (as docs/api.md tells a program to test itself); exits 0 when
+ * every call was decided as those keyfiles say. */
 #include <sluice/sluice.h>
-#include <sluice/testing.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -76,16 +77,15 @@ static void expect(int got, int want, const char *what)
 int main(int argc, char **argv)
 {
     GError *error = NULL;
-    if (argc != 2 || !sluice_init(argv[1], &error)) {
-        fprintf(stderr, "header_consumer: %s\n", error ? error->message : "usage: KEYFILE");
+    if (argc != 3 || !sluice_init(argv[1], &error)) {
+        fprintf(stderr, "header_consumer: %s\n",
+                error ? error->message : "usage: KEYFILE KEYFILE_OF_A_BACKEND_THAT_IS_DOWN");
         return 1;
     }
     expect(twice(1), 2, "first twice(1)");
     expect(twice(1), -1, "second twice(1)");
     expect(thrice(1), 3, "first thrice(1)");
     expect(thrice(1), -1, "second thrice(1)");
-    sluice_testing_fail_backend(1, "injected");
-    expect(thrice(2), 1006, "thrice(2), the backend failing");
     flush();
     flush();
     flush();
@@ -113,6 +113,19 @@ int main(int argc, char **argv)
 #if SLUICE_CHECK_VERSION(1, 0, 0) || !SLUICE_CHECK_VERSION(1, 0, 0) /* usable by #if */
     expect(strcmp(sluice_version(), SLUICE_VERSION_STRING), 0, "sluice_version");
 #endif
+    sluice_shutdown();
+
+    /* the limiter failing: the error callback answers, sluice_acquire says why */
+    if (!sluice_init(argv[2], &error)) {
+        fprintf(stderr, "header_consumer: %s\n", error->message);
+        return 1;
+    }
+    expect(thrice(2), 1006, "thrice(2), the backend failing");
+    expect(sluice_acquire("consumer.thrice", NULL, 1, &d, &error), SLUICE_FAILED,
+           "sluice_acquire, the backend failing");
+    expect(g_error_matches(error, SLUICE_ERROR, SLUICE_ERROR_BACKEND), 1, "its error");
+    expect(d.allowed, TRUE, "its on_error verdict");
+    g_clear_error(&error);
     sluice_shutdown();
     if (failures)
         return 1;

@@ -23,6 +23,12 @@ for name in twice thrice flush healthz login; do # each 1 per hour; login per us
     printf "[limit:consumer.%s]\nlimit = 1\nwindow = 1h\n" $name >>"$work/consumer.ini"
 done
 echo "per_key = true" >>"$work/consumer.ini"
+# the same limits on a Redis that does not answer: every decision fails (docs/api.md)
+{
+    printf "[sluice]\nbackend = redis\nredis = redis://127.0.0.1:1/0\ntimeout = 50ms\n"
+    printf "on_error = allow\n"
+    sed '1,/^on_error/d' "$work/consumer.ini"
+} >"$work/down.ini"
 
 compilers=("gcc -std=c99" "gcc -std=c11" "g++ -std=c++17 -x c++")
 if command -v clang >/dev/null && command -v clang++ >/dev/null; then
@@ -42,7 +48,8 @@ for compiler in "${compilers[@]}"; do
     n=$((n + 1))
     $compiler $warnings $cflags "$src/tests/header_consumer.c" -x none $libs -o "$work/consumer$n" ||
         { echo "header_standards: $compiler: tests/header_consumer.c fails to compile" >&2; exit 1; }
-    LD_LIBRARY_PATH=$libdir "$work/consumer$n" "$work/consumer.ini" | grep -qx "header_consumer: ok" ||
+    LD_LIBRARY_PATH=$libdir "$work/consumer$n" "$work/consumer.ini" "$work/down.ini" |
+        grep -qx "header_consumer: ok" ||
         { echo "header_standards: $compiler: the consumer failed" >&2; exit 1; }
     # its site records: every name has a rule, every rule a name
     lint=$("$work/prefix/bin/sluice" lint --program "$work/consumer$n" "$work/consumer.ini" 2>&1) &&

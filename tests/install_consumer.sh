@@ -37,6 +37,12 @@ if nm -D --defined-only "$libdir/libsluice.so" | awk '{print $3}' | grep -v '^sl
     nm -D --defined-only "$libdir/libsluice.so" | awk '{print $3}' | grep -v '^sluice' >&2
     exit 1
 fi
+# and nothing of sluice's own test hooks (tests/support/testing.h): neither symbol nor header
+if nm -D --defined-only "$libdir/libsluice.so" | grep -q sluice_testing_ ||
+    [ -e "$prefix/include/sluice/testing.h" ]; then
+    echo "install_consumer: the test hooks are installed" >&2
+    exit 1
+fi
 
 # the sluice command runs from the prefix (it finds the library beside it) and has its man page
 "$prefix/bin/sluice" lint "$src/examples/quickstart.ini" | grep -q ": ok$"

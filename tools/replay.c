@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <glib/gstdio.h>
-#include <sluice/testing.h>
 
 #include "cli.h"
 #include "replay_svg.h"

@@ -6,7 +6,6 @@
 #include <check.h>
 #include <glib.h>
 #include <sluice/sluice.h>
-#include <sluice/testing.h>
 
 /* Writes contents to a new temporary .ini file; returns its path (g_free it). */
 char *fixture_write_keyfile(const char *contents);

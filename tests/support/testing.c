@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The test-only hooks of include/sluice/testing.h. */
-#include <sluice/testing.h>
+/* The test-only hooks of tests/support/testing.h, on the library's internals. */
+#include "testing.h"
 
 #include "arguments.h"
 #include "inject.h"
