@@ -50,7 +50,10 @@ static void describe(const sluice__rule *rule, sluice_rule_info *out)
                               rule->per_key,
                               adaptive ? rule->min_limit : 0,
                               rule->warmup_us / 1000,
-                              adaptive ? sluice__controller_names[rule->controller] : NULL};
+                              adaptive ? sluice__controller_names[rule->controller] : NULL,
+                              rule->algorithm != SLUICE__FIXED_WINDOW ? NULL
+                              : rule->epoch                           ? "epoch"
+                                                                      : "first_hit"};
 }
 
 static gboolean out_given(gconstpointer out, GError **error)

@@ -231,7 +231,10 @@ START_TEST(rule_get_describes_the_running_rule)
     g_clear_error(&error);
     fixture_init("[limit:tb]\nalgorithm = token_bucket\nlimit = 10\nwindow = 1m\nburst = 4\n"
                  "wait = 250ms\nmode = shadow\nper_key = false\n"
-                 "[limit:plain]\nlimit = 5\nwindow = 10s\n");
+                 "[limit:plain]\nlimit = 5\nwindow = 10s\n"
+                 "[limit:fw]\nalgorithm = fixed_window\nlimit = 5\nwindow = 1d\n"
+                 "[limit:day]\nalgorithm = fixed_window\nlimit = 5\nwindow = 1d\n"
+                 "anchor = epoch\n");
     ck_assert(sluice_rule_get("tb", &info, &error));
     ck_assert_str_eq(info.algorithm, "token_bucket");
     ck_assert_int_eq(info.limit, 10);
@@ -240,6 +243,12 @@ START_TEST(rule_get_describes_the_running_rule)
     ck_assert_int_eq(info.wait_ms, 250);
     ck_assert(info.shadow);
     ck_assert(!info.per_key);
+    ck_assert_ptr_null(info.anchor); /* fixed_window's alone */
+    ck_assert(sluice_rule_get("fw", &info, NULL));
+    ck_assert_str_eq(info.anchor, "first_hit");
+    ck_assert(sluice_rule_get("day", &info, NULL));
+    ck_assert_str_eq(info.anchor, "epoch");
+    ck_assert_int_eq(info.window_ms, 86400000);
     ck_assert(sluice_rule_get("plain", &info, NULL));
     ck_assert_str_eq(info.algorithm, "sliding_log");
     ck_assert_int_eq(info.burst, 5);

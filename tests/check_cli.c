@@ -341,24 +341,29 @@ START_TEST(status_shows_every_rule_in_keyfile_order)
     g_autofree char *path = keyfile(three_rules);
     g_autoptr(result) all = sluice("status", "-c", path, NULL);
     ck_run(all, 0,
-           "api - algorithm=fixed_window limit=3 remaining=3 retry_after_ms=-1 reset_after_ms=0\n"
-           "login - algorithm=gcra limit=4 remaining=4 retry_after_ms=-1 reset_after_ms=0\n"
-           "shared - algorithm=concurrency limit=2 remaining=2 retry_after_ms=-1 "
+           "api - algorithm=fixed_window window=1h anchor=first_hit limit=3 remaining=3 "
+           "retry_after_ms=-1 reset_after_ms=0\n"
+           "login - algorithm=gcra window=1m limit=4 remaining=4 retry_after_ms=-1 "
+           "reset_after_ms=0\n"
+           "shared - algorithm=concurrency window=1m limit=2 remaining=2 retry_after_ms=-1 "
            "reset_after_ms=0\n",
            "");
     /* a key applies to each rule; per_key = false shares one state, shown as - */
     g_autoptr(result) json = sluice("status", "-c", path, "--key", "al\"ice", "--json", NULL);
     ck_run(json, 0,
-           "{\"name\":\"api\",\"key\":\"al\\\"ice\",\"algorithm\":\"fixed_window\",\"limit\":3,"
+           "{\"name\":\"api\",\"key\":\"al\\\"ice\",\"algorithm\":\"fixed_window\","
+           "\"window_ms\":3600000,\"anchor\":\"first_hit\",\"limit\":3,"
            "\"remaining\":3,\"retry_after_ms\":-1,\"reset_after_ms\":0}\n"
-           "{\"name\":\"login\",\"key\":\"al\\\"ice\",\"algorithm\":\"gcra\",\"limit\":4,"
+           "{\"name\":\"login\",\"key\":\"al\\\"ice\",\"algorithm\":\"gcra\",\"window_ms\":60000,"
+           "\"limit\":4,"
            "\"remaining\":4,\"retry_after_ms\":-1,\"reset_after_ms\":0}\n"
-           "{\"name\":\"shared\",\"key\":null,\"algorithm\":\"concurrency\",\"limit\":2,"
+           "{\"name\":\"shared\",\"key\":null,\"algorithm\":\"concurrency\",\"window_ms\":60000,"
+           "\"limit\":2,"
            "\"remaining\":2,\"retry_after_ms\":-1,\"reset_after_ms\":0}\n",
            "");
     g_autoptr(result) one = sluice("status", "-c", path, "login", "-k", "bob", NULL);
     ck_run(one, 0,
-           "login bob algorithm=gcra limit=4 remaining=4 retry_after_ms=-1 "
+           "login bob algorithm=gcra window=1m limit=4 remaining=4 retry_after_ms=-1 "
            "reset_after_ms=0\n",
            "");
     g_autoptr(result) unknown = sluice("status", "-c", path, "nope", NULL);
@@ -370,29 +375,58 @@ END_TEST
 START_TEST(status_says_which_rule_decides_a_key)
 {
     g_autofree char *path = keyfile("[limit:search]\nalgorithm = fixed_window\nlimit = 2\n"
-                                    "window = 1m\n[override:search]\npartner-7 = 5/1m\n"
+                                    "window = 1m\n[override:search]\npartner-7 = 5/10s\n"
                                     "scraper-3 = blocked\nhealth = unlimited\n");
     g_autoptr(result) partner = sluice("status", "-c", path, "search", "-k", "partner-7", NULL);
-    ck_run(partner, 0,
-           "search partner-7 algorithm=fixed_window limit=5 remaining=5 retry_after_ms=-1 "
-           "reset_after_ms=0 rule=override\n",
-           "");
+    ck_run(
+        partner, 0,
+        "search partner-7 algorithm=fixed_window window=10s anchor=first_hit limit=5 remaining=5 "
+        "retry_after_ms=-1 "
+        "reset_after_ms=0 rule=override\n",
+        "");
     g_autoptr(result) scraper =
         sluice("status", "-c", path, "search", "-k", "scraper-3", "--json", NULL);
     ck_run(scraper, 0,
            "{\"name\":\"search\",\"key\":\"scraper-3\",\"algorithm\":\"fixed_window\","
-           "\"limit\":2,\"remaining\":0,\"retry_after_ms\":-1,\"reset_after_ms\":0,"
+           "\"window_ms\":60000,\"anchor\":\"first_hit\",\"limit\":2,\"remaining\":0,\"retry_after_"
+           "ms\":-1,\"reset_after_ms\":0,"
            "\"blocked\":true,\"rule\":\"blocked\"}\n",
            "");
     g_autoptr(result) health = sluice("status", "-c", path, "search", "-k", "health", NULL);
     ck_run(health, 0,
-           "search health algorithm=fixed_window limit=9223372036854775807 "
+           "search health algorithm=fixed_window window=1m anchor=first_hit "
+           "limit=9223372036854775807 "
            "remaining=9223372036854775807 retry_after_ms=-1 reset_after_ms=0 rule=unlimited\n",
            "");
     g_autoptr(result) other = sluice("status", "-c", path, "-k", "bob", NULL);
     ck_run(other, 0,
-           "search bob algorithm=fixed_window limit=2 remaining=2 retry_after_ms=-1 "
+           "search bob algorithm=fixed_window window=1m anchor=first_hit limit=2 remaining=2 "
+           "retry_after_ms=-1 "
            "reset_after_ms=0 rule=own\n",
+           "");
+}
+END_TEST
+
+/* Each line has the window of the rule that decides the calls (an override's for a key it
+ * names) and, for fixed_window, where its windows start. */
+START_TEST(status_shows_the_window_and_anchor_of_a_rule)
+{
+    g_autofree char *path = keyfile("[limit:day]\nalgorithm = fixed_window\nlimit = 100\n"
+                                    "window = 1d\nanchor = epoch\n[override:day]\nbig = 1000/12h\n"
+                                    "[limit:lease]\nalgorithm = concurrency\nlimit = 2\n"
+                                    "window = 90s\n");
+    g_autoptr(result) text = sluice("status", "-c", path, "-k", "big", NULL);
+    ck_run(text, 0,
+           "day big algorithm=fixed_window window=12h anchor=epoch limit=1000 remaining=1000 "
+           "retry_after_ms=-1 reset_after_ms=0 rule=override\n"
+           "lease big algorithm=concurrency window=90s limit=2 remaining=2 retry_after_ms=-1 "
+           "reset_after_ms=0\n",
+           "");
+    g_autoptr(result) json = sluice("status", "-c", path, "day", "-k", "small", "--json", NULL);
+    ck_run(json, 0,
+           "{\"name\":\"day\",\"key\":\"small\",\"algorithm\":\"fixed_window\","
+           "\"window_ms\":86400000,\"anchor\":\"epoch\",\"limit\":100,\"remaining\":100,"
+           "\"retry_after_ms\":-1,\"reset_after_ms\":0,\"rule\":\"own\"}\n",
            "");
 }
 END_TEST
@@ -406,12 +440,13 @@ START_TEST(status_shows_the_bands_and_shadow_bands_of_a_rule)
                 "bands = 7/1s, 100000/1d/5000\nshadow_bands = 90/90s, 5/1500ms\n");
     g_autoptr(result) text = sluice("status", "-c", path, NULL);
     ck_run(text, 0,
-           "g - algorithm=gcra limit=7 remaining=7 retry_after_ms=-1 reset_after_ms=0 "
+           "g - algorithm=gcra window=1s limit=7 remaining=7 retry_after_ms=-1 reset_after_ms=0 "
            "bands=7/1s,100000/1d/5000 shadow_bands=90/90s,5/1500ms\n",
            "");
     g_autoptr(result) json = sluice("status", "-c", path, "--json", NULL);
     ck_run(json, 0,
-           "{\"name\":\"g\",\"key\":null,\"algorithm\":\"gcra\",\"limit\":7,\"remaining\":7,"
+           "{\"name\":\"g\",\"key\":null,\"algorithm\":\"gcra\",\"window_ms\":1000,\"limit\":7,"
+           "\"remaining\":7,"
            "\"retry_after_ms\":-1,\"reset_after_ms\":0,\"bands\":[\"7/1s\",\"100000/1d/5000\"],"
            "\"shadow_bands\":[\"90/90s\",\"5/1500ms\"]}\n",
            "");
@@ -419,7 +454,8 @@ START_TEST(status_shows_the_bands_and_shadow_bands_of_a_rule)
                                            "window = 1h\nshadow_bands = 1/1m\n");
     g_autoptr(result) f = sluice("status", "-c", shadow_only, NULL);
     ck_run(f, 0,
-           "f - algorithm=fixed_window limit=3 remaining=3 retry_after_ms=-1 reset_after_ms=0 "
+           "f - algorithm=fixed_window window=1h anchor=first_hit limit=3 remaining=3 "
+           "retry_after_ms=-1 reset_after_ms=0 "
            "shadow_bands=1/1m\n",
            "");
 }
@@ -688,7 +724,7 @@ START_TEST(replay_and_status_show_a_warm_up)
     g_unlink(trace_path);
     g_autoptr(result) status = sluice("status", "-c", path, NULL);
     ck_run(status, 0,
-           "w - algorithm=gcra limit=10 remaining=10 retry_after_ms=-1 reset_after_ms=0 "
+           "w - algorithm=gcra window=1s limit=10 remaining=10 retry_after_ms=-1 reset_after_ms=0 "
            "warmup=2s\n",
            "");
 }
@@ -884,6 +920,7 @@ int main(void)
     tcase_add_test(tc, status_shows_every_rule_in_keyfile_order);
     tcase_add_test(tc, status_shows_the_bands_and_shadow_bands_of_a_rule);
     tcase_add_test(tc, status_says_which_rule_decides_a_key);
+    tcase_add_test(tc, status_shows_the_window_and_anchor_of_a_rule);
     tcase_add_test(tc, status_shows_an_adaptive_rule_at_its_floor);
     tcase_add_test(tc, replay_and_status_show_a_warm_up);
     tcase_add_loop_test(tc, status_consumes_nothing_for_every_algorithm, 0,

@@ -61,16 +61,34 @@ static void append_source(GString *out, const char *name, const char *key, gbool
     g_string_append_printf(out, json ? ",\"rule\":\"%s\"" : " rule=%s", sources[source]);
 }
 
+/* The window and anchor of the rule that decides key's calls (an override's window for
+ * an overridden key): " window=1h anchor=first_hit", or with json
+ * ',"window_ms":3600000,"anchor":"first_hit"'; no window for an adaptive rule (it takes
+ * none), no anchor but for fixed_window. */
+static void append_window_anchor(GString *out, const sluice_rule_info *rule, gboolean json)
+{
+    if (rule->window_ms > 0 && json)
+        g_string_append_printf(out, ",\"window_ms\":%" G_GINT64_FORMAT, rule->window_ms);
+    else if (rule->window_ms > 0) {
+        g_string_append(out, " window=");
+        append_window(out, rule->window_ms);
+    }
+    if (rule->anchor)
+        g_string_append_printf(out, json ? ",\"anchor\":\"%s\"" : " anchor=%s", rule->anchor);
+}
+
 /* Prints one limit's state; the exit code on failure, else -1. */
 static int show(const char *name, const char *key, gboolean json)
 {
-    sluice_rule_info rule;
+    sluice_rule_info rule, keys_rule;
     g_autoptr(GError) error = NULL;
     sluice_decision d;
     if (!sluice_rule_get(name, &rule, NULL))
         return CLI_EXIT_USAGE; /* cannot happen: the caller checked */
     if (!rule.per_key)
         key = NULL; /* the limit is shared: that is the state there is */
+    if (!sluice_rule_get_key(name, key, &keys_rule, NULL, &error))
+        return cli_fail(COMMAND, error); /* a key the library refuses */
     /* a peek that never waits: permits 0 consumes nothing on every backend */
     if (sluice_acquire_wait(name, key, 0, 0, &d, &error) == SLUICE_FAILED)
         return cli_fail(COMMAND, error);
@@ -82,6 +100,7 @@ static int show(const char *name, const char *key, gboolean json)
         cli_append_json_string(out, key);
         g_string_append(out, ",\"algorithm\":");
         cli_append_json_string(out, rule.algorithm);
+        append_window_anchor(out, &keys_rule, TRUE);
         g_string_append_c(out, ',');
         cli_append_json_decision(out, &d, FALSE);
         append_source(out, name, key, TRUE);
@@ -97,7 +116,9 @@ static int show(const char *name, const char *key, gboolean json)
         }
         g_string_append_c(out, '}');
     } else {
-        g_string_append_printf(out, "%s %s algorithm=%s ", name, key ? key : "-", rule.algorithm);
+        g_string_append_printf(out, "%s %s algorithm=%s", name, key ? key : "-", rule.algorithm);
+        append_window_anchor(out, &keys_rule, FALSE);
+        g_string_append_c(out, ' ');
         cli_append_decision(out, &d, FALSE);
         append_source(out, name, key, FALSE);
         append_bands(out, name, FALSE);
@@ -123,9 +144,12 @@ static const cli_spec spec = {
     "Shows the state of the limit NAME, or of every limit of the keyfile, without consuming "
     "anything.",
     "Prints one line per limit, in keyfile order:\n"
-    "  NAME KEY algorithm=A limit=L remaining=R retry_after_ms=X reset_after_ms=Y\n"
+    "  NAME KEY algorithm=A window=W limit=L remaining=R retry_after_ms=X reset_after_ms=Y\n"
     "(KEY - for none, and for a rule with per_key = false), or with --json one\n"
-    "object per line. retry_after_ms is when one permit would pass (-1: now).\n"
+    "object per line. window is the rule's (an override's for a key it names;\n"
+    "concurrency: how long a lease lives; none for adaptive); fixed_window adds\n"
+    "anchor=first_hit or anchor=epoch after it. retry_after_ms is when one permit\n"
+    "would pass (-1: now).\n"
     "A rule with bands adds bands=LIMIT/WINDOW[/BURST],... and shadow_bands=...\n"
     "as the keyfile has them; limit and remaining are the band with the fewest\n"
     "remaining. For a limit with overrides ([override:NAME]) and a key, rule=own,\n"

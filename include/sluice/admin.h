@@ -29,6 +29,9 @@ typedef struct {
     gint64 warmup_ms;      /**< token_bucket and gcra: `warmup`; 0: none             */
     /** adaptive: "gradient", "vegas" or "aimd" (static storage); others: NULL */
     const char *controller;
+    /** fixed_window: where its windows start, "first_hit" or "epoch" (`anchor`;
+     * static storage); others: NULL */
+    const char *anchor;
 } sluice_rule_info;
 
 /** Fills *out with the rule of name in the running keyfile. FALSE with *error (and
