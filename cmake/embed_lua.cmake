@@ -2,7 +2,8 @@
 # Run with cmake -P at build time: writes OUT, a C file holding the Lua of lua/ for the
 # redis backend (src/lua_scripts.h): for every algorithm of ALGORITHMS (in that order,
 # the order of src/algorithm_table.h) that NAMES names (the algorithms with a script)
-# and each of its entries (decide, exact, bands: lua/prelude.lua says what they are),
+# and each of its entries (decide, exact, bands, penalize, block: lua/prelude.lua says
+# what they are),
 # the EVALSHA script and its SHA1, and the name of its function in the Redis 7
 # Function library `sluice` (NULL for the algorithms decided in process only, and
 # for warmup where the algorithm's file does not name one: `local warmup = ...` or
@@ -12,11 +13,11 @@
 cmake_minimum_required(VERSION 3.25) # policies of cmake -P: if(IN_LIST)
 string(REPLACE "," ";" NAMES "${NAMES}")
 string(REPLACE "," ";" ALGORITHMS "${ALGORITHMS}")
-set(ENTRIES decide exact bands warmup)
-# The entries lua/NAME.lua (code) has: every algorithm the first three, warmup those
-# that name it.
+set(ENTRIES decide exact bands warmup penalize block)
+# The entries lua/NAME.lua (code) has: every algorithm decide, exact, bands, penalize
+# and block, warmup those that name it.
 function(entries_of code out)
-  set(list decide exact bands)
+  set(list decide exact bands penalize block)
   if(code MATCHES "\nlocal warmup = " OR code MATCHES "\nlocal function warmup\\(")
     list(APPEND list warmup)
   endif()
@@ -70,9 +71,9 @@ set(shas "")
 set(functions "")
 foreach(name ${ALGORITHMS})
   if(NOT name IN_LIST NAMES)
-    string(APPEND scripts "    /* ${name}: decided in process only */ {0, 0, 0, 0},\n")
-    string(APPEND shas "    /* ${name} */ {0, 0, 0, 0},\n")
-    string(APPEND functions "    /* ${name} */ {0, 0, 0, 0},\n")
+    string(APPEND scripts "    /* ${name}: decided in process only */ {0, 0, 0, 0, 0, 0},\n")
+    string(APPEND shas "    /* ${name} */ {0, 0, 0, 0, 0, 0},\n")
+    string(APPEND functions "    /* ${name} */ {0, 0, 0, 0, 0, 0},\n")
     continue()
   endif()
   lua_code(${name}.lua code)

@@ -11,10 +11,22 @@
 -- are deleted when no lease is left after a release. Denials are not cached (a release frees leases
 -- early): nothing to age.
 
-local function newest_of(key)
-  local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if r[2] then return tonumber(r[2]) end
-  return nil
+-- The newest lease's expiry and whether key holds a block that has not ended (its
+-- end), with what the log holds counted: total members, of which the block is one.
+-- A block that has ended is removed. ZRANGE of the top members: the block, if any,
+-- is the top one (BLOCK_SCORE), the newest lease below it.
+local function top_of(key, total, now)
+  if total == 0 then return nil, nil, 0 end
+  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local u = zblock_of(top)
+  if not u then return tonumber(top[2]), nil, total end
+  if now >= u then
+    redis.call('ZREM', key, top[1]) -- ended: as if it had never been
+    u = nil
+  end
+  local leases = total - 1
+  if leases == 0 then return nil, u, 0 end
+  return tonumber(redis.call('ZRANGE', key, -2, -2, 'WITHSCORES')[2]), u, leases
 end
 
 local function decide(KEYS, ARGV)
@@ -22,29 +34,37 @@ local function decide(KEYS, ARGV)
   local permits, limit, w = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local now, virtual = clock(ARGV[5])
 
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now) -- leases expired at or before now
+  local newest, u, total = top_of(key, redis.call('ZCARD', key), now)
   if ARGV[1] == 'release' then
-    if permits > 0 and redis.call('EXISTS', key) == 1 then
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', now) -- leases expired at or before now
-      redis.call('ZREMRANGEBYRANK', key, 0, permits - 1) -- oldest first
-      local newest = newest_of(key)
-      if newest then
-        local ttl = px(newest - now, virtual)
-        redis.call('PEXPIRE', key, ttl)
-        redis.call('PEXPIRE', seq, ttl)
+    -- gives back `permits` leases, oldest first, and answers as a peek
+    local n = permits
+    if n > total then n = total end
+    if n > 0 then
+      redis.call('ZREMRANGEBYRANK', key, 0, n - 1)
+      total = total - n
+      if total == 0 then newest = nil
+      else newest = tonumber(redis.call('ZRANGEBYSCORE', key, '-inf', BELOW_BLOCK,
+                                        'WITHSCORES', 'LIMIT', total - 1, 1)[2]) end
+      local ms = nil
+      if newest then ms = px(newest - now, virtual) end
+      if u then
+        local b = px(u - now, virtual)
+        if not ms or b > ms then ms = b end
+      end
+      if ms then
+        redis.call('PEXPIRE', key, ms)
+        redis.call('PEXPIRE', seq, ms)
       else
         redis.call('DEL', key, seq)
       end
     end
-    permits = 0 -- and answer as a peek
+    permits = 0
   end
+  if u then return {0, BLOCKED, u - now, u - now} end
 
   local capacity = limit
   local need, consume = sizing(permits, capacity)
-
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now) -- leases expired at or before now
-  local total = redis.call('ZCARD', key)
-  local newest = nil
-  if total > 0 then newest = newest_of(key) end
   local allowed = total + need <= limit
   local retry = -1
   if not allowed then
@@ -81,3 +101,10 @@ local exact = decide
 
 -- concurrency has no bands (the keyfile refuses them)
 local bands = decide
+
+-- the client refuses a penalty: it counts calls in flight, and a penalty holds none
+local function penalize()
+  error({err = 'ERR sluice: concurrency takes no penalty'})
+end
+
+local block = block_zset

@@ -13,7 +13,8 @@
 -- Each path reads the other's state: a count is a window that ends with the key.
 -- A denial stays as it is until its retry: nothing to age it with.
 
--- The window a state holds at now: start and count (0, 0 when none holds)
+-- The window a state holds at now: start and count (0, 0 when none holds); and the
+-- end of its block, when one holds at now (then start and count are nil).
 local function window_of(key, stored, now, w)
   if #stored == 17 then
     local f, start, count = struct.unpack('B<d<d', stored)
@@ -22,7 +23,13 @@ local function window_of(key, stored, now, w)
     return 0, 0
   end
   local count = tonumber(stored)
-  if not count or string.find(stored, '[^0-9]') then bad_state(key) end
+  if not count or string.find(stored, '[^0-9]') then
+    local u, rest = block_of(stored)
+    if not u then bad_state(key) end
+    if now < u then return nil, nil, u end
+    if not rest then return 0, 0 end
+    return window_of(key, rest, now, w) -- packed: a block keeps no count in the TTL
+  end
   local ttl = redis.call('PTTL', key)
   if ttl < 0 then return 0, 0 end
   return now + ttl * 1000 - w, count
@@ -41,7 +48,8 @@ local function band(key, seq, limit, w, burst, permits, reserve, now, virtual, c
   end
   local stored = redis.call('GET', key)
   if stored then
-    local a, b = window_of(key, stored, now, w)
+    local a, b, u = window_of(key, stored, now, w)
+    if u then return blocked_band(capacity, u, now) end
     if b > 0 then start, count = a, b end
   end
 
@@ -97,7 +105,10 @@ local function decide(KEYS, ARGV)
   if stored then
     if #stored == 17 then return decide_on_packed(KEYS, ARGV) end
     count = tonumber(stored)
-    if not count or string.find(stored, '[^0-9]') then bad_state(key) end
+    if not count or string.find(stored, '[^0-9]') then
+      if block_of(stored) then return decide_on_packed(KEYS, ARGV) end
+      bad_state(key)
+    end
     ttl = redis.call('PTTL', key)
     if ttl < 0 then count, ttl = 0, 0 end
   end
@@ -111,4 +122,36 @@ local function bands(KEYS, ARGV)
   return run_bands(function(key, seq, l, w, b, permits, reserve, now, virtual, commit)
     return band(key, seq, l, w, b, permits, reserve, now, virtual, commit, epoch)
   end, KEYS, ARGV)
+end
+
+-- The window running at now (a new one starts, as an admission would start it)
+-- counts permits more, up to 2 * limit.
+local function penalize(KEYS, ARGV)
+  return run_penalize(function(key, seq, limit, w, b, permits, now, virtual, epoch)
+    local start, count = now, 0
+    if epoch then
+      local phase = now - idiv(now, w) * w
+      if phase < 0 then phase = phase + w end
+      start = now - phase
+    end
+    local u, rest = unblock(redis.call('GET', key))
+    if rest then
+      local a, c = window_of(key, rest, now, w)
+      if c > 0 then start, count = a, c end
+    end
+    local after = count + permits
+    if after > 2 * limit then after = 2 * limit end
+    if after > count then count = after end
+    put_state(key, struct.pack('B<d<d', STATE_FORMAT, start, count), px((start - now) + w, virtual),
+              u, now, virtual)
+  end, KEYS, ARGV)
+end
+
+-- A count's window is its key's TTL, which a block lengthens: packed, it says its end.
+local function block(KEYS, ARGV)
+  return block_string(KEYS, ARGV, function(key, rest, now, w, ttl)
+    if #rest == 17 then return rest end
+    if ttl < 0 then return nil end
+    return struct.pack('B<d<d', STATE_FORMAT, now + ttl * 1000 - w, tonumber(rest))
+  end)
 end

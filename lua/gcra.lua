@@ -16,9 +16,10 @@
 -- PX = ceil(reset / 1000) + 1 ms. A denial carries tat - now, as a span (exact: its
 -- µs and 1/limit-ths; decide: its µs): the client ages it exactly.
 
--- The theoretical arrival time a state holds, as a span in 1/l-ths of a µs (l nil:
--- in whole µs, a fraction rounded up).
-local function tat_of(key, stored, l)
+-- The theoretical arrival time a state holds at now, as a span in 1/l-ths of a µs
+-- (l nil: in whole µs, a fraction rounded up); and the end of its block, when one
+-- holds at now (then the time is nil).
+local function tat_of(key, stored, l, now)
   local n = #stored
   if n == 9 then
     local f, tat = struct.unpack('B<d', stored)
@@ -28,8 +29,13 @@ local function tat_of(key, stored, l)
     if f == STATE_FORMAT then return stored_time(l or 0, aq, ar, d) end
   end
   if string.find(stored, '^%d+$') then return tonumber(stored), 0 end
-  bad_state(key)
+  local u, rest = block_of(stored)
+  if not u then bad_state(key) end
+  if now < u then return nil, 0, u end
+  if not rest then return now, 0 end
+  return tat_of(key, rest, l, now)
 end
+
 
 local function band(key, seq, l, w, burst, permits, reserve, now, virtual, commit)
   local capacity = burst
@@ -43,7 +49,8 @@ local function band(key, seq, l, w, burst, permits, reserve, now, virtual, commi
   local ttq, ttr = 0, 0
   local stored = redis.call('GET', key)
   if stored then
-    local aq, ar = tat_of(key, stored, l)
+    local aq, ar, u = tat_of(key, stored, l, now)
+    if u then return blocked_band(capacity, u, now) end
     if not span_le(aq, ar, now, 0) then ttq, ttr = span_sub(l, aq, ar, now, 0) end
   end
   local nq, nr = span_add(l, ttq, ttr, times_t(l, tq, tr, need))
@@ -81,13 +88,13 @@ local function decide(KEYS, ARGV)
   local ttl = 0
   local stored = redis.call('GET', key)
   if stored then
-    local tat
+    local tat, f, u
     if #stored == 9 then
-      local f
       f, tat = struct.unpack('B<d', stored)
-      if f ~= STATE_FORMAT then tat = tat_of(key, stored, nil) end
-    else
-      tat = tat_of(key, stored, nil)
+    end
+    if f ~= STATE_FORMAT then
+      tat, f, u = tat_of(key, stored, nil, now)
+      if u then return {0, BLOCKED, u - now, u - now} end
     end
     if tat > now then ttl = tat - now end
   end
@@ -110,3 +117,28 @@ end
 
 -- warmup: a rule with a warm-up, the same for token_bucket and gcra (prelude.lua)
 local warmup = warm_up
+
+-- The tat moves to max(tat, now) + permits * T, at most now + 2 * DVT.
+local function penalize(KEYS, ARGV)
+  return run_penalize(function(key, seq, l, w, burst, permits, now, virtual)
+    if permits > 2 * burst then permits = 2 * burst end
+    local tq = idiv(w, l)
+    local tr = w - tq * l
+    local dvq, dvr = times_t(l, tq, tr, burst)
+    local u, rest = unblock(redis.call('GET', key))
+    local aq, ar = now, 0
+    if rest then aq, ar = tat_of(key, rest, l, now) end
+    if span_le(aq, ar, now, 0) then aq, ar = now, 0 end
+    local mq, mr = span_add(l, now, 0, span_add(l, dvq, dvr, dvq, dvr))
+    local nq, nr = span_add(l, aq, ar, times_t(l, tq, tr, permits))
+    if span_le(mq, mr, nq, nr) then
+      if span_le(aq, ar, mq, mr) then nq, nr = mq, mr else nq, nr = aq, ar end
+    end
+    put_state(key, struct.pack('B<d<d<d', STATE_FORMAT, nq, nr, l),
+              px(span_ceil(span_sub(l, nq, nr, now, 0)), virtual), u, now, virtual)
+  end, KEYS, ARGV)
+end
+
+local function block(KEYS, ARGV)
+  return block_string(KEYS, ARGV, function(key, rest) return rest end)
+end

@@ -27,8 +27,25 @@
 --
 -- A state key that holds a value sluice did not write in a layout the script reads
 -- fails the call (bad_state) instead of being misread.
+--
+-- Two more entries keep a key's policy with its state (src/policy.c):
+--   penalize  takes permits as admitted now, up to twice the capacity in use in each
+--             band (docs/algorithms.md); KEYS and ARGV as bands'. Replies {1, 0, 0}.
+--   block     ARGV duration_us (0: lifts the block), window_us, now_us (absent:
+--             Redis TIME); KEYS state [, seq]. Replies {1, 0, 0}.
+-- A block lives in front of a string state ('B<d': BLOCK_FORMAT, until, then the
+-- state's own bytes, or none), which no common path reads as a state: it falls to
+-- the path that reads other layouts, which sees the block; a ZSET state holds it as
+-- a member scored BLOCK_SCORE, above every time, which the common path reads as the
+-- newest entry. A blocked call is denied with remaining BLOCKED (the client reads
+-- blocked) and retry and reset until the block ends; once it has ended the state
+-- is read as if the block had never been, and the next write drops it.
 
 local STATE_FORMAT = 1 -- the first byte of every packed state
+local BLOCK_FORMAT = 2 -- the first byte of a block in front of a state
+local BLOCKED = -9007199254740992 -- the remaining of a blocked reply: -2^53
+local BLOCK_SCORE = 9007199254740992 -- a ZSET's block member: 2^53, above every time
+local BELOW_BLOCK = '(9007199254740992' -- every score of a time, as a ZRANGEBYSCORE bound
 
 local function bad_state(key)
   error({err = 'ERR sluice: ' .. key .. ' holds a value sluice did not write in this format'})
@@ -69,6 +86,112 @@ local function idiv(a, b)
   if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
   if neg then return -q end
   return q
+end
+
+-- A string value with a block in front: its end (µs) and the state after it (nil:
+-- none); nil for any other value.
+local function block_of(stored)
+  if #stored < 9 or string.byte(stored, 1) ~= BLOCK_FORMAT then return nil end
+  local _, u = struct.unpack('B<d', stored)
+  if #stored == 9 then return u, nil end
+  return u, string.sub(stored, 10)
+end
+
+-- A band's reply to a call on a state blocked until u (> now).
+local function blocked_band(capacity, u, now)
+  return {0, capacity, BLOCKED, u - now, u - now, 0, 0}
+end
+
+-- A ZSET's newest member {member, score} (ZRANGE -1 -1 WITHSCORES): the end of the
+-- block it is, or nil.
+local function zblock_of(newest)
+  if newest[2] and tonumber(newest[2]) >= BLOCK_SCORE then
+    return tonumber(string.sub(newest[1], 7))
+  end
+  return nil
+end
+
+-- Writes `state` (packed bytes) to key with PX ms, behind the block that ends at u
+-- when it has not ended: the key then lives until the block's end at least.
+local function put_state(key, state, ms, u, now, virtual)
+  if u and u > now then
+    local until_ms = px(u - now, virtual)
+    if until_ms > ms then ms = until_ms end
+    state = struct.pack('B<d', BLOCK_FORMAT, u) .. state
+  end
+  redis.call('SET', key, state, 'PX', ms)
+end
+
+-- What a string value holds: the end of its block (nil: none) and the state after it
+-- (nil: none).
+local function unblock(stored)
+  if not stored then return nil, nil end
+  local u, rest = block_of(stored)
+  if u then return u, rest end
+  return nil, stored
+end
+
+-- The block entry of a string state: `packed(key, rest, now, w)` gives the state the
+-- block goes in front of as bytes that say when they end (rest: what key holds, the
+-- block left out; nil: nothing).
+local function block_string(KEYS, ARGV, packed)
+  local key, d, w = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
+  local now, virtual = clock(ARGV[3])
+  local stored = redis.call('GET', key)
+  local _, rest = unblock(stored)
+  local ttl = -1
+  if rest then
+    ttl = redis.call('PTTL', key)
+    rest = packed(key, rest, now, w, ttl)
+  end
+  if d > 0 then
+    local ms = px(d, virtual)
+    if ttl > ms then ms = ttl end
+    local state = struct.pack('B<d', BLOCK_FORMAT, now + d) .. (rest or '')
+    redis.call('SET', key, state, 'PX', ms)
+  elseif rest and ttl > 0 then
+    redis.call('SET', key, rest, 'PX', ttl)
+  elseif rest then
+    redis.call('SET', key, rest)
+  elseif stored then
+    redis.call('DEL', key)
+  end
+  return {1, 0, 0}
+end
+
+-- The block entry of a ZSET state (KEYS state, seq): its block member, replaced.
+local function block_zset(KEYS, ARGV)
+  local key, seq, d = KEYS[1], KEYS[2], tonumber(ARGV[1])
+  local now, virtual = clock(ARGV[3])
+  redis.call('ZREMRANGEBYSCORE', key, BLOCK_SCORE, BLOCK_SCORE)
+  if d > 0 then
+    redis.call('ZADD', key, BLOCK_SCORE, string.format('block:%d', now + d))
+    local ms = px(d, virtual)
+    for _, k in ipairs({key, seq}) do -- the seq key too: its numbers must not start over
+      if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
+    end
+  end
+  return {1, 0, 0}
+end
+
+-- The penalize entry: `one(key, seq, limit, w, burst, permits, now, virtual, epoch)`
+-- takes the permits of one band, each band's permits at most twice its capacity (ARGV
+-- and KEYS as run_bands').
+local function run_penalize(one, KEYS, ARGV)
+  local permits = tonumber(ARGV[1])
+  local given = ARGV[4]
+  if given == '' then given = nil end
+  local now, virtual = clock(given)
+  local n = 1 + tonumber(ARGV[5]) + tonumber(ARGV[6])
+  local per = #KEYS / n
+  for i = 1, n do
+    local a = 6 + 3 * (i - 1)
+    local k, s = KEYS[i], nil
+    if per == 2 then k, s = KEYS[2 * i - 1], KEYS[2 * i] end
+    one(k, s, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), permits, now,
+        virtual, ARGV[3] == '1')
+  end
+  return {1, 0, 0}
 end
 
 -- The permits a call is sized at: `need` (1 for a peek, capacity + 1 past the
@@ -200,6 +323,12 @@ local function warm_up(KEYS, ARGV)
   local cold, threshold, interval = 2 * u * l, u * l, 6 * w -- 1/(2L) µs
   local fq, fr, stored = now, 0, cold -- a new limit starts cold
   local raw = redis.call('GET', key)
+  if raw and #raw ~= 33 then -- a block in front of the state (block_string)
+    local bu, rest = block_of(raw)
+    if not bu then bad_state(key) end
+    if now < bu then return {0, BLOCKED, bu - now, bu - now} end
+    raw = rest
+  end
   if raw then
     if #raw ~= 33 then bad_state(key) end
     local f, q, r, s, d = struct.unpack('B<d<d<d<d', raw)
@@ -338,6 +467,10 @@ local function run_bands(band, KEYS, ARGV)
   for i = 1, n do
     local k, s, l, w, b = spec(i)
     each[i] = band(k, s, l, w, b, permits, 0, now, virtual, false)
+    if each[i][3] == BLOCKED then -- the key's block (in the rule's own band)
+      local r = each[i]
+      return {0, r[2], BLOCKED, r[4], r[5], 0, 0, 0}
+    end
     if i <= enforced and each[i][1] == 0 then all = false end
   end
   if permits > 0 and all then

@@ -12,16 +12,25 @@
 -- A denial keeps its remaining until its retry: a lower bound, as entries leave
 -- the window meanwhile (docs/algorithms.md).
 
-local function band(key, seq, limit, w, burst, permits, reserve, now, virtual, commit)
+local band
+band = function(key, seq, limit, w, burst, permits, reserve, now, virtual, commit)
   local capacity = limit
   local need, consume = sizing(permits, capacity)
   if not commit then consume = false end
 
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w) -- they have left the window
   local total = redis.call('ZCARD', key)
-  local allowed = total + need <= limit
   local newest = nil -- the newest entry's {member, score}
-  if total > 0 then newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES') end
+  if total > 0 then
+    newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local u = zblock_of(newest)
+    if u and now < u then return blocked_band(capacity, u, now) end
+    if u then -- a block that has ended: as if it had never been
+      redis.call('ZREM', key, newest[1])
+      return band(key, seq, limit, w, burst, permits, reserve, now, virtual, commit)
+    end
+  end
+  local allowed = total + need <= limit
   local retry = -1
   if not allowed then
     -- when the (total + need - limit)-th oldest leaves (the newest when there are fewer)
@@ -59,7 +68,8 @@ end
 -- newest entry: then the entries that left go, and the keys expire at the end of the
 -- admission's bucket + window (a window or less after it: the log holds at most
 -- two windows of entries, and outlives its newest entry by one window or more).
-local function decide(KEYS, ARGV)
+local decide
+decide = function(KEYS, ARGV)
   local key, seq = KEYS[1], KEYS[2]
   local permits, limit, w = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
   local now, virtual = clock(ARGV[4])
@@ -67,7 +77,16 @@ local function decide(KEYS, ARGV)
   if need > limit then need = limit + 1 end
   local total = redis.call('ZCOUNT', key, now - w + 1, '+inf') -- scores are whole µs
   local last = nil -- the newest entry's time
-  if total > 0 then last = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) end
+  if total > 0 then
+    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    last = tonumber(newest[2])
+    if last >= BLOCK_SCORE then -- a block
+      local u = zblock_of(newest)
+      if now < u then return {0, BLOCKED, u - now, u - now} end
+      redis.call('ZREM', key, newest[1]) -- ended: as if it had never been
+      return decide(KEYS, ARGV)
+    end
+  end
   if total + need > limit then
     -- when the (total + need - limit)-th oldest in the window leaves it (the newest when
     -- there are fewer)
@@ -107,3 +126,27 @@ local exact = decide
 local function bands(KEYS, ARGV)
   return run_bands(band, KEYS, ARGV)
 end
+
+-- permits entries logged at now, up to 2 * limit in the window; the keys expire as an
+-- admission's do.
+local function penalize(KEYS, ARGV)
+  return run_penalize(function(key, seq, limit, w, b, permits, now, virtual)
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w) -- they have left the window
+    local total = redis.call('ZCOUNT', key, '-inf', BELOW_BLOCK)
+    local n = 2 * limit - total
+    if permits < n then n = permits end
+    if n <= 0 then return end
+    local t = now -- a clock that stepped back logs at the newest time
+    local newest = redis.call('ZREVRANGEBYSCORE', key, BELOW_BLOCK, '-inf', 'WITHSCORES',
+                              'LIMIT', 0, 1)
+    if newest[2] and tonumber(newest[2]) > now then t = tonumber(newest[2]) end
+    local top = redis.call('INCRBY', seq, n)
+    zadd_range(key, t, top - n + 1, top)
+    local ms = px((t - t % w) + 2 * w - now, virtual)
+    for _, k in ipairs({key, seq}) do
+      if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
+    end
+  end, KEYS, ARGV)
+end
+
+local block = block_zset

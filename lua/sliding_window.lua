@@ -9,19 +9,28 @@
 -- ('B<d<d<d'), windows aligned to multiples of window_us.
 -- A denial carries current, previous and now - start: the client ages it exactly.
 
--- The windows key holds at now: the current one's start (now's, or a later one's
--- after a clock that stepped back), its count and the previous one's.
-local function windows_of(key, now, w)
+-- The windows a value holds at now: the current one's start (now's, or a later one's
+-- after a clock that stepped back), its count and the previous one's; and the end of
+-- its block, when one holds at now.
+local function windows_in(key, stored, now, w)
   local start = now - now % w -- Lua's %: 0 <= now % w < w
-  local stored = redis.call('GET', key)
   if not stored then return start, 0, 0 end
-  if #stored ~= 25 then bad_state(key) end
+  if #stored ~= 25 then
+    local u, rest = block_of(stored)
+    if not u then bad_state(key) end
+    if now < u then return start, 0, 0, u end
+    return windows_in(key, rest, now, w)
+  end
   local f, a, b, c = struct.unpack('B<d<d<d', stored)
   if f ~= STATE_FORMAT then bad_state(key) end
   if start == a then return start, b, c end
   if start == a + w then return start, 0, b end
   if start < a then return a, b, c end -- a clock that stepped back
   return start, 0, 0
+end
+
+local function windows_of(key, now, w)
+  return windows_in(key, redis.call('GET', key), now, w)
 end
 
 -- The decision on the windows start, cur and prev (windows_of's).
@@ -73,7 +82,9 @@ local function decide_on(key, limit, w, permits, now, virtual, commit, start, cu
 end
 
 local function band(key, seq, limit, w, burst, permits, reserve, now, virtual, commit)
-  return decide_on(key, limit, w, permits, now, virtual, commit, windows_of(key, now, w))
+  local start, cur, prev, u = windows_of(key, now, w)
+  if u then return blocked_band(limit, u, now) end
+  return decide_on(key, limit, w, permits, now, virtual, commit, start, cur, prev)
 end
 
 local function exact(KEYS, ARGV)
@@ -88,7 +99,8 @@ local function decide(KEYS, ARGV)
   local key = KEYS[1]
   local permits, limit, w = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
   local now, virtual = clock(ARGV[4])
-  local start, cur, prev = windows_of(key, now, w)
+  local start, cur, prev, u = windows_of(key, now, w)
+  if u then return {0, BLOCKED, u - now, u - now} end
   local w_ms = w / 1000 -- whole: windows are whole ms
   local weight = w_ms - math.floor((now - start) / 1000) -- the previous window's share
   local need = permits > 0 and permits or 1
@@ -112,4 +124,21 @@ end
 
 local function bands(KEYS, ARGV)
   return run_bands(band, KEYS, ARGV)
+end
+
+-- The current window counts permits more, up to 2 * limit.
+local function penalize(KEYS, ARGV)
+  return run_penalize(function(key, seq, limit, w, b, permits, now, virtual)
+    local u, rest = unblock(redis.call('GET', key))
+    local start, cur, prev = windows_in(key, rest, now, w)
+    local after = cur + permits
+    if after > 2 * limit then after = 2 * limit end
+    if after > cur then cur = after end
+    put_state(key, struct.pack('B<d<d<d', STATE_FORMAT, start, cur, prev),
+              px((start - now) + 2 * w, virtual), u, now, virtual)
+  end, KEYS, ARGV)
+end
+
+local function block(KEYS, ARGV)
+  return block_string(KEYS, ARGV, function(key, rest) return rest end)
 end

@@ -18,8 +18,9 @@
 -- 1/limit-ths; decide: its µs): the client ages it exactly.
 
 -- tokens and the last refill a state holds, the time as a span in 1/l-ths of a µs
--- (l nil: in whole µs, a fraction rounded up)
-local function bucket_of(key, stored, l)
+-- (l nil: in whole µs, a fraction rounded up); nil for none (a block that has
+-- ended, with no state behind it); and the end of its block, when one holds at now.
+local function bucket_of(key, stored, l, now)
   local n = #stored
   if n == 17 then
     local f, tokens, last = struct.unpack('B<d<d', stored)
@@ -28,7 +29,29 @@ local function bucket_of(key, stored, l)
     local f, tokens, lq, lr, d = struct.unpack('B<d<d<d<d', stored)
     if f == STATE_FORMAT then return tokens, stored_time(l or 0, lq, lr, d) end
   end
-  bad_state(key)
+  local u, rest = block_of(stored)
+  if not u then bad_state(key) end
+  if now < u then return nil, nil, nil, u end
+  if not rest then return nil end
+  return bucket_of(key, rest, l, now)
+end
+
+-- The tokens at now of a bucket that holds tokens at lq, lr (l, tq, tr: the rate),
+-- refilled: tokens and the time of the last refill.
+local function refill(l, w, tq, tr, burst, now, tokens, lq, lr)
+  if tokens < burst and not span_le(now, 0, lq, lr) then
+    local eq, er = span_sub(l, now, 0, lq, lr)
+    local fq, fr = times_t(l, tq, tr, burst - tokens)
+    if span_le(fq, fr, eq, er) then
+      tokens = burst
+    else
+      local gained = per_t(l, w, eq, er)
+      tokens = tokens + gained
+      lq, lr = span_add(l, lq, lr, times_t(l, tq, tr, gained))
+    end
+  end
+  if tokens >= burst then return burst, now, 0 end
+  return tokens, lq, lr
 end
 
 local function band(key, seq, l, w, burst, permits, reserve, now, virtual, commit)
@@ -43,21 +66,9 @@ local function band(key, seq, l, w, burst, permits, reserve, now, virtual, commi
   local tokens, lq, lr = burst, now, 0
   local stored = redis.call('GET', key)
   if stored then
-    tokens, lq, lr = bucket_of(key, stored, l)
-    if tokens < burst and not span_le(now, 0, lq, lr) then
-      local eq, er = span_sub(l, now, 0, lq, lr)
-      local fq, fr = times_t(l, tq, tr, burst - tokens)
-      if span_le(fq, fr, eq, er) then
-        tokens = burst
-      else
-        local gained = per_t(l, w, eq, er)
-        tokens = tokens + gained
-        lq, lr = span_add(l, lq, lr, times_t(l, tq, tr, gained))
-      end
-    end
-    if tokens >= burst then
-      tokens, lq, lr = burst, now, 0
-    end
+    local t, q, r, u = bucket_of(key, stored, l, now)
+    if u then return blocked_band(capacity, u, now) end
+    if t then tokens, lq, lr = refill(l, w, tq, tr, burst, now, t, q, r) end
   end
 
   -- when the need - tokens missing tokens are due, from now (differences first)
@@ -110,12 +121,14 @@ local function decide(KEYS, ARGV)
   local tokens, last = burst, now
   local stored = redis.call('GET', key)
   if stored then
-    local f
+    local f, u
     if #stored == 17 then
       f, tokens, last = struct.unpack('B<d<d', stored)
       if f ~= STATE_FORMAT then bad_state(key) end
     else
-      tokens, last = bucket_of(key, stored, nil)
+      tokens, last, f, u = bucket_of(key, stored, nil, now)
+      if u then return {0, BLOCKED, u - now, u - now} end
+      if not tokens then tokens, last = burst, now end
     end
     if tokens < burst and now > last then
       local gained = fdiv(now - last, t)
@@ -160,3 +173,28 @@ end
 
 -- warmup: a rule with a warm-up, the same for token_bucket and gcra (prelude.lua)
 local warmup = warm_up
+
+-- The tokens, refilled to now, drop by permits, down to -burst.
+local function penalize(KEYS, ARGV)
+  return run_penalize(function(key, seq, l, w, burst, permits, now, virtual)
+    local tq = idiv(w, l)
+    local tr = w - tq * l
+    local u, rest = unblock(redis.call('GET', key))
+    local tokens, lq, lr = burst, now, 0
+    if rest then
+      local t, q, r = bucket_of(key, rest, l, now)
+      if t then tokens, lq, lr = refill(l, w, tq, tr, burst, now, t, q, r) end
+    end
+    local after = tokens - permits
+    if after < -burst then after = -burst end
+    if after < tokens then tokens = after end
+    local aq, ar = span_sub(l, lq, lr, now, 0)
+    local reset = span_ceil(span_add(l, aq, ar, times_t(l, tq, tr, burst - tokens)))
+    put_state(key, struct.pack('B<d<d<d<d', STATE_FORMAT, tokens, lq, lr, l), px(reset, virtual), u,
+              now, virtual)
+  end, KEYS, ARGV)
+end
+
+local function block(KEYS, ARGV)
+  return block_string(KEYS, ARGV, function(key, rest) return rest end)
+end

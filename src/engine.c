@@ -626,6 +626,13 @@ static gboolean apply_policy(sluice__limiter *limiter, const char *key, gint64 p
                     limiter->name, blocking ? "blocked" : "penalized");
         return FALSE;
     }
+    if (!blocking && rule->warmup_us > 0) {
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_NOT_SUPPORTED,
+                    "%s: a limit with warmup keeps no tokens to take; a penalty is not "
+                    "defined for it",
+                    limiter->name);
+        return FALSE;
+    }
     if (!blocking && rule->algorithm == SLUICE__CONCURRENCY) {
         g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_NOT_SUPPORTED,
                     "%s: concurrency counts calls in flight; a penalty has nothing to take",

@@ -9,14 +9,17 @@
 
 /* An algorithm's entries (lua/prelude.lua): decide, the common path, whose constants
  * the client works out; exact, the same decision on any rule; bands, a rule with
- * bands; warmup, a rule with a warm-up (token_bucket and gcra; NULL for the others). */
+ * bands; warmup, a rule with a warm-up (token_bucket and gcra; NULL for the others);
+ * penalize and block, a key's policy (sluice_penalize, sluice_block). */
 typedef enum {
     SLUICE__LUA_DECIDE,
     SLUICE__LUA_EXACT,
     SLUICE__LUA_BANDS,
     SLUICE__LUA_WARMUP,
+    SLUICE__LUA_PENALIZE,
+    SLUICE__LUA_BLOCK,
 } sluice__lua_entry;
-#define SLUICE__LUA_ENTRIES 4
+#define SLUICE__LUA_ENTRIES 6
 
 /* Indexed by sluice__algorithm and entry; generated from lua/ by cmake/embed_lua.cmake
  * for each row of SLUICE__ALGORITHM_TABLE, NULL where the row has no script. (Their

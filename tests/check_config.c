@@ -418,6 +418,13 @@ static const keyfile_case cases[] = {
             "a capacity of at least that\n"
             "[override:a] slow = 50/10ms: a window shorter than the rule's prefetch_ttl = "
             "100ms; expected at least that"),
+    REFUSED("override_of_a_warmup_rule_has_no_burst",
+            "[limit:a]\nalgorithm = gcra\nlimit = 10\nwindow = 1s\nwarmup = 10s\n"
+            "[override:a]\nk = 20/1s/5\nbig = 1000000000000/1s\n",
+            "[override:a] k = 20/1s/5: a burst, where the limit has a warmup: every permit "
+            "costs at least window / limit; expected LIMIT/WINDOW\n"
+            "[override:a] big = 1000000000000/1s: a limit too large for the rule's warmup: "
+            "warmup in µs × limit must stay under 2^52"),
     REFUSED("override_key_in_brackets_reads_as_a_locale",
             "[limit:a]\nlimit = 2\nwindow = 1s\n[override:a]\nk[fr] = 5/1s\n",
             "[override:a] k[fr]: GKeyFile reads KEY[LOCALE] as a translation of KEY, not as a "

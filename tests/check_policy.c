@@ -151,6 +151,18 @@ START_TEST(a_penalty_is_refused_where_it_means_nothing)
 }
 END_TEST
 
+/* warm-up keeps the time the limit is free, not tokens: a penalty is not defined for it
+ * (blocks are). In process only: the scripts have no warm-up yet. */
+START_TEST(a_penalty_of_a_warming_limit_is_refused)
+{
+    fixture_clock_start(1000000);
+    fixture_init("[limit:w]\nalgorithm = token_bucket\nlimit = 10\nwindow = 1s\nwarmup = 5s\n");
+    ck_refused(sluice_penalize("w", "k", 1, &e_), SLUICE_ERROR_NOT_SUPPORTED);
+    ck_done(sluice_block("w", "k", 100, &e_));
+    ck_blocked("w", "k", 10, 100, 100);
+}
+END_TEST
+
 /* ---- blocks ------------------------------------------------------------------------ */
 
 START_TEST(a_block_denies_every_call_of_the_key_until_it_ends)
@@ -175,6 +187,25 @@ START_TEST(a_block_denies_every_call_of_the_key_until_it_ends)
     ck_done(sluice_block("sl", "k", 0, &e_));
     ck_acquire("sl", "k", 1, TRUE, 4, 0, -1, 10000);
     ck_acquire("sl", "k", 1, FALSE, 4, 0, 10000, 10000);
+}
+END_TEST
+
+/* concurrency: a block holds while leases come and go under it. */
+START_TEST(a_block_of_a_concurrency_key_outlives_its_leases)
+{
+    fixture_clock_start(1000000);
+    fixture_init(rules);
+    ck_acquire("cc", "k", 1, TRUE, 2, 1, -1, 60000);
+    ck_done(sluice_block("cc", "k", 1000, &e_));
+    ck_blocked("cc", "k", 2, 1000, 1000);
+    sluice_release("cc", "k", 1);
+    sluice_release("cc", "k", 2); /* more than it holds */
+    ck_blocked("cc", "k", 2, 1000, 1000);
+    ck_acquire("cc", "other", 2, TRUE, 2, 0, -1, 60000);
+    fixture_clock_advance_ms(1000);
+    ck_acquire("cc", "k", 2, TRUE, 2, 0, -1, 60000);
+    sluice_release("cc", "k", 2);
+    ck_acquire("cc", "k", 0, TRUE, 2, 2, -1, 0);
 }
 END_TEST
 
@@ -366,6 +397,75 @@ START_TEST(retry_after_refuses_what_is_not_a_header)
 }
 END_TEST
 
+/* ---- what a block costs on Redis -------------------------------------------------------- */
+
+/* The commands a script may run, as INFO commandstats names them. */
+static const char *const commands[] = {
+    "time",
+    "get",
+    "set",
+    "incrby",
+    "decrby",
+    "pttl",
+    "pexpire",
+    "exists",
+    "del",
+    "zcount",
+    "zcard",
+    "zrange",
+    "zrangebyscore",
+    "zrevrangebyscore",
+    "zadd",
+    "zrem",
+    "zremrangebyscore",
+    "zremrangebyrank",
+};
+
+static gint64 commands_run(void)
+{
+    gint64 n = 0;
+    for (gsize i = 0; i < G_N_ELEMENTS(commands); i++)
+        n += test_redis_command_calls(fixture_redis(), commands[i]);
+    return n;
+}
+
+/* The common path of each algorithm runs as many Redis commands with blocks as it
+ * did before them, and a block of another key costs it nothing: the block is read
+ * only by the path that reads a state the common path does not know. (Real time:
+ * the common path reads Redis TIME; a virtual clock takes the exact path.) */
+START_TEST(an_unblocked_decision_costs_no_redis_command_more)
+{
+    static const struct {
+        const char *name;
+        gint64 commands; /* an admission on a key that has a state */
+    } costs[] = {
+        {"fw", 2},                       /* INCRBY, PTTL */
+        {"gc", 3},                       /* TIME, GET, SET */
+        {"tb", 3}, {"sw", 3}, {"sl", 5}, /* TIME, ZCOUNT, ZRANGE, INCRBY, ZADD */
+        {"cc", 8}, /* TIME, ZREMRANGEBYSCORE, ZCARD, ZRANGE, INCRBY, ZADD, PEXPIRE x 2 */
+    };
+    fixture_init("[limit:fw]\nalgorithm = fixed_window\nlimit = 1000\nwindow = 1h\n"
+                 "[limit:gc]\nalgorithm = gcra\nlimit = 1000\nwindow = 1s\n"
+                 "[limit:tb]\nalgorithm = token_bucket\nlimit = 1000\nwindow = 1s\n"
+                 "[limit:sw]\nalgorithm = sliding_window\nlimit = 1000\nwindow = 1h\n"
+                 "[limit:sl]\nalgorithm = sliding_log\nlimit = 1000\nwindow = 1h\n"
+                 "[limit:cc]\nalgorithm = concurrency\nlimit = 1000\nwindow = 1h\n");
+    for (gsize i = 0; i < G_N_ELEMENTS(costs); i++) {
+        sluice_decision d;
+        ck_assert_int_eq(sluice_acquire(costs[i].name, "k", 1, &d, NULL), SLUICE_ALLOWED);
+        ck_done(sluice_block(costs[i].name, "other", 60000, &e_));
+        ck_assert_int_eq(sluice_acquire(costs[i].name, "other", 1, &d, NULL), SLUICE_DENIED);
+        ck_assert(d.blocked);
+        gint64 before = commands_run();
+        for (int n = 0; n < 10; n++)
+            ck_assert_int_eq(sluice_acquire(costs[i].name, "k", 1, &d, NULL), SLUICE_ALLOWED);
+        gint64 per = (commands_run() - before) / 10;
+        ck_assert_msg(per == costs[i].commands, "%s: %" G_GINT64_FORMAT " commands a decision",
+                      costs[i].name, per);
+    }
+}
+END_TEST
+
 /* ---- another process ------------------------------------------------------------------- */
 
 /* Runs the sluice command with args (NULL-terminated) and asserts it exits 0. */
@@ -460,7 +560,10 @@ int main(void)
     tcase_add_test(t, a_penalty_leaves_at_most_one_capacity_of_debt);
     tcase_add_test(t, a_penalty_applies_the_override_and_every_band);
     tcase_add_test(t, a_penalty_is_refused_where_it_means_nothing);
+    if (!fixture_on_redis())
+        tcase_add_test(t, a_penalty_of_a_warming_limit_is_refused);
     tcase_add_test(t, a_block_denies_every_call_of_the_key_until_it_ends);
+    tcase_add_test(t, a_block_of_a_concurrency_key_outlives_its_leases);
     tcase_add_test(t, reset_lifts_a_block_and_a_penalty_at_once);
     tcase_add_test(t, a_block_without_a_key_blocks_a_shared_limit);
     tcase_add_test(t, a_blocked_answer_says_blocked);
@@ -470,6 +573,8 @@ int main(void)
                         (int)G_N_ELEMENTS(retry_after_cases));
     tcase_add_test(t, retry_after_refuses_what_is_not_a_header);
     /* another process shares the limits only on Redis */
+    if (fixture_on_redis() && !fixture_on_cluster() && !fixture_on_sentinel()) /* one server */
+        tcase_add_test(t, an_unblocked_decision_costs_no_redis_command_more);
     if (fixture_on_redis()) {
         tcase_add_test(t, a_block_made_by_another_process_is_seen_at_once);
         tcase_add_test(t, a_penalty_made_by_another_process_is_seen_at_once);

@@ -340,6 +340,24 @@ static void redis_decide_async(sluice__backend *backend, sluice__limiter *limite
     sluice__redis_async_decide(b, node, slot, c, context, done, data);
 }
 
+static gboolean redis_penalize(sluice__backend *backend, sluice__limiter *limiter,
+                               const sluice__rule *rule, const char *key, gint64 permits,
+                               GError **error)
+{
+    sluice__verdict v;
+    return call((redis_backend *)backend, limiter, rule, key, SLUICE__REDIS_OP_PENALIZE, permits, 0,
+                &v, error);
+}
+
+static gboolean redis_block(sluice__backend *backend, sluice__limiter *limiter,
+                            const sluice__rule *rule, const char *key, gint64 duration_us,
+                            GError **error)
+{
+    sluice__verdict v;
+    return call((redis_backend *)backend, limiter, rule, key, SLUICE__REDIS_OP_BLOCK, duration_us,
+                0, &v, error);
+}
+
 static void redis_release(sluice__backend *backend, sluice__limiter *limiter,
                           const sluice__rule *rule, const char *key, gint64 permits)
 {
@@ -461,6 +479,8 @@ static const sluice__backend_funcs redis_funcs = {
     .decide = redis_decide,
     .decide_async = redis_decide_async,
     .release = redis_release,
+    .penalize = redis_penalize,
+    .block = redis_block,
     .reset = redis_reset,
     .retire = redis_retire,
     .breakers = redis_breakers,

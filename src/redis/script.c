@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "redis/key.h"
 #include "redis/resp.h"
+#include "value.h"
 
 char *sluice__redis_band_key(const char *state_key, const sluice__band *band)
 {
@@ -112,13 +113,19 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
 {
     gboolean virtual = sluice__clock_injected(); /* tests, replay: never in normal operation */
     gint64 now = virtual ? sluice__clock_now() : 0, t = 0;
-    guint bands = rule->n_bands + rule->n_shadow;
+    /* a key's policy: penalize as a rule with bands is decided (every band pays), block
+     * on the key's own state alone */
+    gboolean blocking = strcmp(op, SLUICE__REDIS_OP_BLOCK) == 0;
+    gboolean penalizing = strcmp(op, SLUICE__REDIS_OP_PENALIZE) == 0;
+    guint bands = blocking ? 0 : rule->n_bands + rule->n_shadow;
     const char *tag = sluice__redis_name_tag(limiter);
     gsize tag_len = strlen(tag);
     gsize key_size = sluice__redis_key_size(prefix_len + tag_len, key);
 
     c->algorithm = rule->algorithm;
-    c->entry = entry_of(rule, virtual, &t);
+    c->entry = blocking     ? SLUICE__LUA_BLOCK
+               : penalizing ? SLUICE__LUA_PENALIZE
+                            : entry_of(rule, virtual, &t);
     c->capacity = sluice__rule_capacity(rule);
     c->permits = permits;
     c->big = NULL;
@@ -145,7 +152,7 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
     writer w = {c->args, 0};
     put_number(&w, per_band * (1 + bands));
     /* the state key, written in place; a warm-up's has a state of its own, after it */
-    gboolean warm = c->entry == SLUICE__LUA_WARMUP;
+    gboolean warm = c->entry == SLUICE__LUA_WARMUP || (blocking && rule->warmup_us > 0);
     put_length(&w, key_size + (warm ? SLUICE__REDIS_WARM_LEN : 0));
     c->key_at = (gsize)(w.at - c->args);
     c->key_len = sluice__redis_key_write(w.at, prefix, prefix_len, tag, tag_len, key);
@@ -167,7 +174,12 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
         }
     }
 
-    if (warm) {
+    if (c->entry == SLUICE__LUA_BLOCK) {
+        put_number(&w, permits); /* the block's duration, µs */
+        put_number(&w, rule->window_us);
+        if (virtual)
+            put_number(&w, now);
+    } else if (warm) {
         put_number(&w, permits);
         put_number(&w, rule->limit);
         put_number(&w, rule->window_us);
@@ -175,8 +187,9 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
         put_number(&w, rule->algorithm == SLUICE__TOKEN_BUCKET ? reserve_us : 0);
         if (virtual)
             put_number(&w, now);
-    } else if (c->entry == SLUICE__LUA_BANDS) {
-        put_number(&w, permits);
+    } else if (c->entry == SLUICE__LUA_BANDS || c->entry == SLUICE__LUA_PENALIZE) {
+        put_number(&w, c->entry == SLUICE__LUA_PENALIZE ? MIN(permits, 2 * SLUICE__MAX_PERMITS)
+                                                        : permits);
         put_number(&w, reserve_us);
         put_number(&w, rule->epoch);
         if (virtual)
@@ -308,10 +321,18 @@ gboolean sluice__redis_call_verdict(const sluice__redis_call *c, const redisRepl
     if (!v)
         return TRUE;
     *v = (sluice__verdict){.retry_after_us = -1};
+    if (count == 8 && n[2] == SLUICE__REDIS_BLOCKED) { /* a block, on a rule with bands */
+        sluice__blocked_verdict(n[1], n[3], 0, v);
+        return TRUE;
+    }
+    if (count == 4 && n[0] == 0 && n[1] == SLUICE__REDIS_BLOCKED) { /* a block */
+        sluice__blocked_verdict(c->capacity, n[3], 0, v);
+        return TRUE;
+    }
     if (count == 8) { /* bands: every field */
         v->allowed = n[0] != 0;
         v->limit = n[1];
-        v->remaining = n[2];
+        v->remaining = MAX(0, n[2]); /* a penalty, or a lower limit, may pass it */
         v->retry_after_us = n[3];
         v->reset_after_us = n[4];
         v->wait_us = n[5];
@@ -323,7 +344,7 @@ gboolean sluice__redis_call_verdict(const sluice__redis_call *c, const redisRepl
     }
     v->allowed = n[0] != 0;
     v->limit = c->capacity;
-    v->remaining = n[1];
+    v->remaining = MAX(0, n[1]); /* a penalty, or a lower limit, may pass it */
     v->reset_after_us = n[2];
     if (v->allowed) {
         if (count == 5) {

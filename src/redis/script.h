@@ -52,9 +52,17 @@ typedef struct {
     char buf[SLUICE__REDIS_CALL_HEAD + SLUICE__REDIS_CALL_SMALL];
 } sluice__redis_call;
 
-/* Writes the call of `permits` (0: a peek) of key under rule (the limiter's; op:
- * "acquire" or "release", which concurrency alone uses), the state key made of
- * prefix (the key prefix and the algorithm's tag) and the limiter's name tag. It
+/* The ops of a call beside "acquire" and "release" (which concurrency alone uses): a
+ * key's policy, whose entries answer {1, 0, 0}. */
+#define SLUICE__REDIS_OP_PENALIZE "penalize" /* take `permits` (sluice_penalize)      */
+#define SLUICE__REDIS_OP_BLOCK    "block"    /* block for `permits` µs (sluice_block) */
+
+/* The remaining of a reply that says the key is blocked (lua/prelude.lua's BLOCKED). */
+#define SLUICE__REDIS_BLOCKED (-(G_GINT64_CONSTANT(1) << 53))
+
+/* Writes the call of `permits` (0: a peek) of key under rule (the limiter's, or the
+ * key's override; op: "acquire", "release", or a policy op above), the state key made
+ * of prefix (the key prefix and the algorithm's tag) and the limiter's name tag. It
  * must not be moved or copied; sluice__redis_call_clear frees what it holds. */
 void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, const char *prefix,
                              gsize prefix_len, sluice__limiter *limiter, const char *key,
