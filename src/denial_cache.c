@@ -35,8 +35,7 @@ typedef struct {
     gint64 permits;           /* the denied permits (a peek counts as one)        */
     gint64 sent_us;           /* when the denied command was sent                 */
     gint64 until_us;          /* it answers calls before this time                */
-    gint64 verdict[6];        /* limit, remaining, retry_after_us, reset_after_us, refused,
-                               * blocked                                             */
+    gint64 verdict[5];        /* limit, remaining, retry_after_us, reset_after_us, refused */
     gint64 aging;             /* the verdict's aging (TRUE, FALSE) and state: what */
     gint64 state[3];          /* ages remaining exactly                           */
 } slot;
@@ -106,7 +105,7 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
     if (!cache || !sluice__key_pack(key, &k))
         return FALSE;
     slot *s = &cache->slots[sluice__key_index(&k)];
-    gint64 asked = MAX(permits, 1), sent_us, said[6], aging, state[3];
+    gint64 asked = MAX(permits, 1), sent_us, said[5], aging, state[3];
     for (guint tries = 0;; tries++) {
         guint before = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
         if (before & 1) { /* being written: a few stores, unless its writer was preempted */
@@ -132,8 +131,7 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
                            .remaining = said[1],
                            .retry_after_us = said[2],
                            .reset_after_us = said[3],
-                           .refused = (guint)said[4],
-                           .blocked = (gboolean)said[5]};
+                           .refused = (guint)said[4]};
     if (asked > sluice__rule_capacity(rule))
         v->retry_after_us = -1; /* can never pass, whatever the state */
     else
@@ -162,6 +160,10 @@ void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backe
 {
     sluice__packed_key k;
     gint64 holds_us = v->retry_after_us >= 0 ? v->retry_after_us : v->reset_after_us;
+    if (v->blocked) { /* never kept: other processes lift blocks (sluice reset, ...) */
+        sluice__denial_cache_admitted(cache, key);
+        return;
+    }
     if (v->allowed || holds_us <= 0 || !sluice__key_pack(key, &k))
         return;
     slot *s = &cache->slots[sluice__key_index(&k)];
@@ -180,8 +182,8 @@ void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backe
     STORE(&s->permits, MAX(permits, 1));
     STORE(&s->sent_us, sent_us);
     STORE(&s->until_us, sent_us + holds_us);
-    const gint64 said[6] = {v->limit,          v->remaining, v->retry_after_us,
-                            v->reset_after_us, v->refused,   v->blocked};
+    const gint64 said[5] = {v->limit, v->remaining, v->retry_after_us, v->reset_after_us,
+                            v->refused};
     for (guint i = 0; i < G_N_ELEMENTS(said); i++)
         STORE(&s->verdict[i], said[i]);
     /* a rule with bands reports one band's remaining: it keeps it (a lower bound) */

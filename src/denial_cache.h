@@ -31,7 +31,9 @@ gboolean sluice__denial_cache_lookup(sluice__denial_cache *cache, gconstpointer 
 /* Keeps the backend's denial v of `permits` for key under rule, its command sent
  * at sent_us: it holds until sent_us + retry_after (the server decided after
  * sent_us, so the denial cannot outlive that), or for more than the capacity
- * (retry -1) until sent_us + reset_after. */
+ * (retry -1) until sent_us + reset_after. A blocked denial is not kept, and drops
+ * what was: a block is lifted by other processes too (sluice reset, sluice block
+ * --for 0), which this process would not see before the block's end. */
 void sluice__denial_cache_store(sluice__denial_cache *cache, gconstpointer backend,
                                 const sluice__rule *rule, const char *key, gint64 permits,
                                 gint64 sent_us, const sluice__verdict *v);

@@ -488,16 +488,24 @@ static void sluice_command(const char *first, ...)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sluice %s: %s", first, err);
 }
 
-static char *shared_keyfile(void)
+/* The keyfile this process and the sluice command share, and this process on it;
+ * `more` is added at its end. */
+static char *shared_keyfile_with(const char *more)
 {
-    g_autofree char *contents = fixture_contents(
+    g_autofree char *shared = fixture_contents(
         "[limit:api]\nalgorithm = fixed_window\nlimit = 5\nwindow = 1m\n"
         "[limit:down]\nalgorithm = gcra\nlimit = 100\nwindow = 1s\nper_key = false\n");
+    g_autofree char *contents = g_strconcat(shared, more, NULL);
     fixture_flush();
     char *path = fixture_write_keyfile(contents);
     g_autoptr(GError) error = NULL;
     ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
     return path;
+}
+
+static char *shared_keyfile(void)
+{
+    return shared_keyfile_with("");
 }
 
 /* A block another process makes is seen by this one's next decision, ends on time,
@@ -551,6 +559,55 @@ START_TEST(a_penalty_made_by_another_process_is_seen_at_once)
 }
 END_TEST
 
+/* With the denial cache on (the default; the fixture turns it off): a blocked call is
+ * never answered from it, so a block another process lifts is lifted at this one's
+ * next call; a denial of the limit is, and this process's reset, or its block, drops
+ * it at once. */
+START_TEST(a_block_lifted_by_another_process_is_seen_at_once_with_the_denial_cache)
+{
+    g_autofree char *path = shared_keyfile_with("[sluice]\ndenial_cache = true\n");
+    sluice_command("block", "-c", path, "api", "--key", "k", "--for", "10m", NULL);
+    sluice_decision d;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(sluice_acquire("api", "k", 1, &d, NULL), SLUICE_DENIED);
+        ck_assert(d.blocked);
+    }
+    sluice_stats stats;
+    ck_assert(sluice_stats_get("api", &stats, NULL));
+    ck_assert_uint_eq(stats.blocked, 3);
+    ck_assert_uint_eq(stats.cached_denied, 0);
+    sluice_command("reset", "-c", path, "api", "--key", "k", NULL);
+    ck_assert_int_eq(sluice_acquire("api", "k", 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 4);
+    /* another process's block --for 0 too */
+    sluice_command("block", "-c", path, "api", "--key", "k", "--for", "10m", NULL);
+    ck_assert_int_eq(sluice_acquire("api", "k", 1, &d, NULL), SLUICE_DENIED);
+    ck_assert(d.blocked);
+    sluice_command("block", "-c", path, "api", "--key", "k", "--for", "0", NULL);
+    ck_assert_int_eq(sluice_acquire("api", "k", 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 3);
+    /* a penalty's denial is the limit's: kept, then dropped by this process's reset */
+    ck_done(sluice_penalize("api", "k", 5, &e_));
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(sluice_acquire("api", "k", 1, &d, NULL), SLUICE_DENIED);
+        ck_assert(!d.blocked);
+    }
+    ck_assert(sluice_stats_get("api", &stats, NULL));
+    ck_assert_uint_eq(stats.cached_denied, 1);
+    ck_done(sluice_reset("api", "k", &e_));
+    ck_assert_int_eq(sluice_acquire("api", "k", 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 4);
+    /* and this process's block replaces a kept denial at once */
+    ck_done(sluice_penalize("api", "k", 5, &e_));
+    ck_assert_int_eq(sluice_acquire("api", "k", 1, &d, NULL), SLUICE_DENIED);
+    ck_assert(!d.blocked);
+    ck_done(sluice_block("api", "k", 60000, &e_));
+    ck_assert_int_eq(sluice_acquire("api", "k", 1, &d, NULL), SLUICE_DENIED);
+    ck_assert(d.blocked);
+    g_unlink(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
@@ -578,6 +635,7 @@ int main(void)
     if (fixture_on_redis()) {
         tcase_add_test(t, a_block_made_by_another_process_is_seen_at_once);
         tcase_add_test(t, a_penalty_made_by_another_process_is_seen_at_once);
+        tcase_add_test(t, a_block_lifted_by_another_process_is_seen_at_once_with_the_denial_cache);
     }
     suite_add_tcase(s, t);
     return fixture_run(s);
