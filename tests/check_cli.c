@@ -159,8 +159,8 @@ START_TEST(lint_lists_the_overrides_of_a_valid_keyfile_and_refuses_bad_ones)
 {
     g_autofree char *path = fixture_write_keyfile(
         "[limit:search]\nalgorithm = gcra\nlimit = 100\nwindow = 1m\nburst = 10\n"
-        "[override:search]\npartner-7 = 1000/1m/50   # a partner\nscraper-3 = blocked\n"
-        "health = unlimited\n");
+        "[override:search]\npartner-7 = 1000/1m/50   # a partner\nhealth = 1/1m\n"
+        "scraper-3 = blocked\nhealth = unlimited\n"); /* health twice: the last is read */
     g_autoptr(result) r = sluice("lint", path, NULL);
     g_autofree char *expected =
         g_strdup_printf("%s: ok\n"
@@ -552,6 +552,11 @@ START_TEST(block_and_penalize_act_on_a_key_and_refuse_bad_arguments)
         ck_assert_msg(strstr(bob->out, "allowed=0 limit=3 remaining=0 retry_after_ms=") &&
                           g_str_has_suffix(bob->out, " blocked=1\n"),
                       "%s", bob->out);
+        g_autoptr(result) status = sluice("status", "-c", path, "api", "-k", "bob", NULL);
+        ck_assert_int_eq(status->status, 0); /* a peek: it says blocked too */
+        ck_assert_msg(g_str_has_prefix(status->out, "api bob algorithm=fixed_window ") &&
+                          g_str_has_suffix(status->out, " blocked=1\n"),
+                      "%s", status->out);
         g_autoptr(result) al = sluice("acquire", "-c", path, "api", "-k", "al", NULL);
         ck_assert_int_eq(al->status, 0); /* 2 taken by the penalty, 1 by this call */
         ck_assert_msg(g_str_has_prefix(al->out, "allowed=1 limit=3 remaining=0 retry_after_ms=-1 "),

@@ -175,7 +175,7 @@ static int check_sites(const char *path, char **programs, GPtrArray *sites)
 }
 
 /* Lists the overrides of the valid keyfile at path, in file order: "FILE: [override:NAME]
- * KEY = VALUE: what it does". */
+ * KEY = VALUE: what it does"; a key given twice, once, with the value read (the last). */
 static void list_overrides(const char *path)
 {
     g_autoptr(GKeyFile) keyfile = cli_keyfile_load(path, NULL);
@@ -192,6 +192,8 @@ static void list_overrides(const char *path)
         g_autofree char *name = shown(*g);
         g_auto(GStrv) keys = g_key_file_get_keys(keyfile, *g, NULL, NULL);
         for (char **k = keys; k && *k; k++) {
+            if (g_strv_contains((const char *const *)k + 1, *k))
+                continue; /* given again below: the last value is the one read, listed there */
             g_autofree char *value = cli_keyfile_value(keyfile, *g, *k);
             g_autofree char *key = shown(*k);
             g_autofree char *own =
