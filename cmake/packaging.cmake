@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Debian packages, built by `cpack -G DEB` in a build configured with
 # -DCMAKE_INSTALL_PREFIX=/usr (tests/debian_packages.sh does it):
-#   libsluice0     the shared library
+#   libsluiceN     the shared library (N: the major version, the soname's: libsluice1)
 #   libsluice-dev  headers, static library, the .so link, pkg-config and CMake files
 #   sluice-tools   the sluice command and its man page
 # Their dependencies on other libraries are what dpkg-shlibdeps finds in the ELF
@@ -29,7 +29,7 @@ if(NOT SLUICE_GZIP_RESULT EQUAL 0)
   message(FATAL_ERROR "gzip -9n ${SLUICE_CHANGELOG}: ${SLUICE_GZIP_RESULT}")
 endif()
 
-set(SLUICE_DEB_lib libsluice0)
+set(SLUICE_DEB_lib libsluice${PROJECT_VERSION_MAJOR})
 set(SLUICE_DEB_dev libsluice-dev)
 set(SLUICE_DEB_tools sluice-tools)
 foreach(component lib dev tools)
@@ -54,15 +54,16 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL lib dev tools)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# sluice-tools links libsluice.so.0 of this build: dpkg-shlibdeps finds it here, and
-# the Depends on libsluice0 comes from the component's DEPENDS below
+# sluice-tools links libsluice.so.N of this build: dpkg-shlibdeps finds it here, and
+# the Depends on libsluiceN comes from the component's DEPENDS below
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR})
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
-# a shlibs file for packages built on libsluice0 (only it has a shared library), asking
-# for this very version: the ABI of 0.x may change without a new SONAME
+# a shlibs file for packages built on libsluiceN (only it has a shared library), asking
+# for this version or a later one: within a major version the ABI only grows
+# (docs/abi.md), so a program built against 1.y runs with any 1.z, z >= y
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
-set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY "=")
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 # dpkg runs ldconfig for a library in the loader's directories through this trigger.
 # CPack would also write a postinst and a postrm that call ldconfig (lintian:
 # maintscript-calls-ldconfig) unless the control files name their own: they are named
@@ -99,6 +100,6 @@ resets limits, and replays traffic traces against a keyfile (as text or as an
 SVG picture).")
 
 include(CPack)
-cpack_add_component(lib DISPLAY_NAME "libsluice0")
+cpack_add_component(lib DISPLAY_NAME "${SLUICE_DEB_lib}")
 cpack_add_component(dev DISPLAY_NAME "libsluice-dev" DEPENDS lib)
 cpack_add_component(tools DISPLAY_NAME "sluice-tools" DEPENDS lib)

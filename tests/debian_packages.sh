@@ -3,7 +3,7 @@
 # Builds the Debian packages (cmake/packaging.cmake) with `cpack -G DEB` in a build of
 # the library and the command configured for /usr, checks what each holds and needs,
 # extracts them with dpkg-deb -x (nothing is installed on the machine), and builds and
-# runs consumers against the extracted libsluice-dev and libsluice0 files
+# runs consumers against the extracted libsluice-dev and libsluiceN files
 # (tests/install_consumer.sh --installed), and the extracted sluice command. lintian
 # checks them: no error and no warning.
 #   debian_packages.sh BUILD SRC     (the packaging build is BUILD/debian-packages)
@@ -29,9 +29,12 @@ rm -f "$pkg"/*.deb
 (cd "$pkg" && cpack -G DEB >/dev/null)
 
 version=$(sed -n 's/^project(sluice VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+# the runtime package is named for the soname, libsluice.so.MAJOR (docs/abi.md)
+major=${version%%.*}
+lib=libsluice$major
 arch=$(dpkg --print-architecture)
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-for p in libsluice0 libsluice-dev sluice-tools; do
+for p in $lib libsluice-dev sluice-tools; do
     deb=$pkg/${p}_${version}_$arch.deb
     [ -f "$deb" ] || fail "no $deb; cpack made: $(ls "$pkg"/*.deb)"
     [ "$(dpkg-deb -f "$deb" Package)" = "$p" ] || fail "$deb is not $p"
@@ -56,18 +59,19 @@ has() { # PACKAGE DEPENDENCY...
         depends "$p" | grep -qx "$d" || fail "$p does not depend on $d: $(depends "$p" | xargs)"
     done
 }
-# the library's, as dpkg-shlibdeps found them in libsluice.so.0
-has libsluice0 libc6 libglib2.0-0 libhiredis0.14 libssl3
-has libsluice-dev libsluice0 libglib2.0-dev libhiredis-dev libssl-dev pkg-config
-has sluice-tools libsluice0 libglib2.0-0
-dpkg-deb -f "$pkg/sluice-tools_${version}_$arch.deb" Depends | grep -q "libsluice0 (= $version)" ||
-    fail "sluice-tools does not depend on this very libsluice0"
+# the library's, as dpkg-shlibdeps found them in libsluice.so.MAJOR
+has $lib libc6 libglib2.0-0 libhiredis0.14 libssl3
+has libsluice-dev $lib libglib2.0-dev libhiredis-dev libssl-dev pkg-config
+has sluice-tools $lib libglib2.0-0
+dpkg-deb -f "$pkg/sluice-tools_${version}_$arch.deb" Depends | grep -q "$lib (= $version)" ||
+    fail "sluice-tools does not depend on this very $lib"
 
 # what goes where: the runtime package holds the library and its documents only
 contents() { dpkg-deb -c "$pkg/${1}_${version}_$arch.deb" | awk '{ print $6 }' | grep -v '/$'; }
-if contents libsluice0 | grep -v "^./usr/lib/$triplet/libsluice\.so\.0" | grep -v "^./usr/share/doc/libsluice0/"; then
-    fail "libsluice0 holds more than the shared library (above)"
+if contents $lib | grep -v "^./usr/lib/$triplet/libsluice\.so\.$major" | grep -v "^./usr/share/doc/$lib/"; then
+    fail "$lib holds more than the shared library (above)"
 fi
+contents $lib | grep -qx "./usr/lib/$triplet/libsluice\.so\.$version" || fail "no libsluice.so.$version in $lib"
 contents libsluice-dev | grep -qx "./usr/include/sluice/sluice.h" || fail "no headers in libsluice-dev"
 contents libsluice-dev | grep -qx "./usr/lib/$triplet/libsluice.a" || fail "no static library"
 contents libsluice-dev | grep -qx "./usr/lib/$triplet/pkgconfig/sluice.pc" || fail "no sluice.pc"
@@ -76,12 +80,13 @@ contents libsluice-dev | grep -qx "./usr/lib/$triplet/cmake/sluice/sluiceConfig.
 contents sluice-tools | grep -qx "./usr/bin/sluice" || fail "no sluice command"
 contents sluice-tools | grep -qx "./usr/share/man/man1/sluice\.1\.gz" || fail "no man page (gzipped)"
 # the library's shlibs and its ldconfig trigger, for the packages built on it
-dpkg-deb --ctrl-tarfile "$pkg/libsluice0_${version}_$arch.deb" | tar -x -C "$work" ./shlibs ./triggers ||
-    fail "libsluice0 has no shlibs or no triggers file"
-grep -qx "libsluice 0 libsluice0 (= $version)" "$work/shlibs" || fail "libsluice0's shlibs: $(cat "$work/shlibs")"
-grep -qx "activate-noawait ldconfig" "$work/triggers" || fail "libsluice0's triggers: $(cat "$work/triggers")"
+dpkg-deb --ctrl-tarfile "$pkg/${lib}_${version}_$arch.deb" | tar -x -C "$work" ./shlibs ./triggers ||
+    fail "$lib has no shlibs or no triggers file"
+# a package built on it needs this version or a later one of the same major (docs/abi.md)
+grep -qx "libsluice $major $lib (>= $version)" "$work/shlibs" || fail "$lib's shlibs: $(cat "$work/shlibs")"
+grep -qx "activate-noawait ldconfig" "$work/triggers" || fail "$lib's triggers: $(cat "$work/triggers")"
 # and no maintainer script: the trigger runs ldconfig
-for p in libsluice0 libsluice-dev sluice-tools; do
+for p in $lib libsluice-dev sluice-tools; do
     if dpkg-deb -I "$pkg/${p}_${version}_$arch.deb" | grep -qw "postinst\|postrm\|preinst\|prerm"; then
         fail "$p has maintainer scripts"
     fi
@@ -95,4 +100,4 @@ lintian --fail-on error,warning "$pkg"/*.deb >/dev/null 2>&1 || fail "lintian fo
 "$src/tests/install_consumer.sh" --installed "$work/root/usr" "$src" >/dev/null
 out=$(LD_LIBRARY_PATH=$work/root/usr/lib/$triplet "$work/root/usr/bin/sluice" --version)
 [ "$out" = "sluice $version" ] || fail "sluice --version said '$out'"
-echo "debian_packages: libsluice0, libsluice-dev and sluice-tools $version built, extracted and used"
+echo "debian_packages: $lib, libsluice-dev and sluice-tools $version built, extracted and used"

@@ -37,6 +37,13 @@ if nm -D --defined-only "$libdir/libsluice.so" | awk '{print $3}' | grep -v '^sl
     nm -D --defined-only "$libdir/libsluice.so" | awk '{print $3}' | grep -v '^sluice' >&2
     exit 1
 fi
+# the soname is libsluice.so.MAJOR, the major version of sluice.pc (docs/abi.md)
+major=$(pkg-config --modversion sluice | cut -d. -f1)
+soname=$(objdump -p "$libdir/libsluice.so" | awk '$1 == "SONAME" { print $2 }')
+if [ "$soname" != "libsluice.so.$major" ]; then
+    echo "install_consumer: the soname is '$soname'; expected libsluice.so.$major" >&2
+    exit 1
+fi
 # and nothing of sluice's own test hooks (tests/support/testing.h): neither symbol nor header
 if nm -D --defined-only "$libdir/libsluice.so" | grep -q sluice_testing_ ||
     [ -e "$prefix/include/sluice/testing.h" ]; then
