@@ -13,9 +13,12 @@
 # dpkg-dev (dpkg-shlibdeps, dpkg-buildflags, dpkg-architecture, dpkg-parsechangelog),
 # file (CPack's Debian generator finds the ELF files with it) and lintian: the test
 # debian_packages builds the Debian packages with cpack and checks them with lintian.
+# abigail-tools (libabigail's abidw and abidiff, as Debian packages them): the test abi
+# compares the library's public ABI with the committed baseline (tests/abi_check.sh,
+# docs/abi.md).
 SLUICE_DEBIAN_PACKAGES=(build-essential cmake pkg-config libglib2.0-dev check libhiredis-dev redis-server
                         redis-sentinel libsoup-3.0-dev librsvg2-bin libpng-dev libjson-glib-dev
-                        libssl-dev openssl doxygen dpkg-dev file lintian)
+                        libssl-dev openssl doxygen dpkg-dev file lintian abigail-tools)
 # Only for `scripts/test --valgrind` and `scripts/test --fuzz` (libFuzzer is in clang's runtime).
 SLUICE_VALGRIND_PACKAGES=(valgrind)
 SLUICE_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
