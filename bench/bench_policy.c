@@ -1,24 +1,30 @@
 /* SPDX-License-Identifier: MIT */
-/* bench_policy: what blocks (sluice_block) cost a decision that is not blocked, on the
- * memory backend and on Redis, next to the same decisions with no block anywhere, in
- * the same run.
+/* bench_policy: what per-key policy costs a decision it does not concern: blocks
+ * (sluice_block) on the memory backend and on Redis, next to the same decisions with no
+ * block anywhere, and overrides on the memory backend, next to a limit without them;
+ * each in the same run as its baseline.
  *
- * For each algorithm, one thread calls sluice_acquire on KEYS keys of a limit that never
- * denies, in turn (concurrency: an acquire and its release). OTHER_KEYS other keys of the
- * same limit have a state too; in the rounds "blocked" they are blocked for an hour, in
- * the rounds "baseline" they are not (their blocks lifted, their states kept), so the
- * two differ by the blocks alone. A limit with per_key = false has no other keys: its
- * "blocked" rounds come after a block of the whole limit that has ended. ROUNDS rounds of
- * each alternate; every figure is the median of its rounds.
- *
+ * Blocks: for each algorithm, one thread calls sluice_acquire on KEYS keys of a limit
+ * that never denies, in turn (concurrency: an acquire and its release). OTHER_KEYS other
+ * keys of the same limit have a state too; in the rounds "blocked" they are blocked for
+ * an hour, in the rounds "baseline" they are not (their blocks lifted, their states
+ * kept), so the two differ by the blocks alone. A limit with per_key = false has no
+ * other keys: its "blocked" rounds come after a block of the whole limit that has ended.
  * memory: ns per decision, the median batch of BATCH calls of a round that lasts
  * MEMORY_ROUND_NS. Redis (a redis-server started on a free loopback port): the commands
  * the scripts ran per decision and the µs Redis spent in the scripts' calls per decision
  * (INFO commandstats, reset before each round), and the median round trip.
  *
- * Targets: on Redis exactly as many commands per decision, and on both backends the
- * time per decision within TARGET_PERCENT of the baseline's. It exits 0 whatever the
- * figures are (a benchmark, not a test), 1 when sluice or Redis cannot be set up. */
+ * Overrides: a fixed_window limit with OVERRIDES overrides next to the same limit
+ * without, for keys without an override and keys with one, and next to the reference:
+ * the limit without, each call followed by one g_hash_table_lookup of its key in a table
+ * of OVERRIDES keys.
+ *
+ * Rounds of a row and its baseline alternate; every figure is the median of its rounds.
+ * Targets: on Redis exactly as many commands per decision, and the time per decision
+ * within TARGET_PERCENT of the baseline's (overrides: of the reference's). It exits 0
+ * whatever the figures are (a benchmark, not a test), 1 when sluice or Redis cannot be
+ * set up. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +44,7 @@
 #define MEMORY_ROUND_NS (100 * G_GINT64_CONSTANT(1000000))
 #define REDIS_CALLS     3000 /* decisions a Redis round times */
 #define TARGET_PERCENT  5.0
+#define OVERRIDES       10000 /* the overrides of the limit "overridden" */
 
 /* Limits that never deny; sliding_log's short window keeps its logs short. */
 static const char rules[] =
@@ -60,23 +67,44 @@ static const struct {
 };
 #define LIMITS G_N_ELEMENTS(limits)
 
-static char *keys[KEYS], *others[OTHER_KEYS];
+static char *keys[KEYS], *others[OTHER_KEYS], *overridden[OVERRIDES];
 
 static gboolean per_key(guint l)
 {
     return strcmp(limits[l].name, "shared") != 0;
 }
 
+/* Calls of a limit on keys in turn (concurrency: each with its release). */
+typedef struct {
+    const char *name;
+    char *const *keys; /* KEYS of them */
+    gboolean release;
+} calls;
+
+/* The i-th call of c. */
+static void call(gconstpointer data, guint64 i)
+{
+    const calls *c = data;
+    const char *key = c->keys[i % KEYS];
+    if (sluice_acquire(c->name, key, 1, NULL, NULL) != SLUICE_ALLOWED) {
+        fprintf(stderr, "bench_policy: %s %s was not allowed\n", c->name, key);
+        exit(1);
+    }
+    if (c->release)
+        sluice_release(c->name, key, 1);
+}
+
+/* The calls of limit l. */
+static calls calls_of(guint l)
+{
+    return (calls){limits[l].name, keys, strcmp(limits[l].name, "concurrency") == 0};
+}
+
 /* The i-th decision on limit l. */
 static void decide(guint l, guint64 i)
 {
-    const char *key = keys[i % KEYS];
-    if (sluice_acquire(limits[l].name, key, 1, NULL, NULL) != SLUICE_ALLOWED) {
-        fprintf(stderr, "bench_policy: %s %s was not allowed\n", limits[l].name, key);
-        exit(1);
-    }
-    if (strcmp(limits[l].name, "concurrency") == 0)
-        sluice_release(limits[l].name, key, 1);
+    calls c = calls_of(l);
+    call(&c, i);
 }
 
 static void must(gboolean ok, GError **error)
@@ -116,16 +144,16 @@ static void lay_out(guint l)
 
 /* ---- the memory backend ------------------------------------------------------------- */
 
-/* ns per decision in the median batch of one round. */
-static double memory_round(guint l)
+/* ns per operation in the median batch of one round of op(data, i). */
+static double timed_round(void (*op)(gconstpointer, guint64), gconstpointer data)
 {
     GArray *batches = g_array_new(FALSE, FALSE, sizeof(guint32));
-    guint64 calls = 0;
+    guint64 n = 0;
     gint64 t0 = bench_now_ns(), t = t0, last;
     do {
         last = t;
         for (guint b = 0; b < BATCH; b++)
-            decide(l, calls++);
+            op(data, n++);
         t = bench_now_ns();
         guint32 batch_ns = (guint32)MIN(t - last, G_MAXUINT32);
         g_array_append_val(batches, batch_ns);
@@ -136,15 +164,93 @@ static double memory_round(guint l)
     return ns;
 }
 
+/* ns per decision in the median batch of one round on limit l. */
+static double memory_round(guint l)
+{
+    calls c = calls_of(l);
+    return timed_round(call, &c);
+}
+
 static const char *verdict(double base, double blocked)
 {
     return blocked <= base * (1 + TARGET_PERCENT / 100) ? "PASS" : "MISS";
 }
 
+/* ---- overrides (memory backend) ------------------------------------------------------ */
+
+/* The rules, and two limits alike but for OVERRIDES overrides of one. */
+static char *rules_with_overrides(void)
+{
+    GString *ini = g_string_new(rules);
+    g_string_append(ini, "[limit:plain]\nalgorithm = fixed_window\nlimit = 1000000000000\n"
+                         "window = 1h\n[limit:overridden]\nalgorithm = fixed_window\n"
+                         "limit = 1000000000000\nwindow = 1h\n[override:overridden]\n");
+    for (guint i = 0; i < OVERRIDES; i++)
+        g_string_append_printf(ini, "%s = 2000000000000/1h\n", overridden[i]);
+    return g_string_free(ini, FALSE);
+}
+
+static volatile gsize found; /* what the lookups found: kept, so that they are made */
+
+/* The reference: calls of a limit without overrides, each with a lookup of its key in a
+ * table of the overridden keys, as a decision on a limit with them makes. */
+typedef struct {
+    calls plain;
+    GHashTable *table;
+} with_lookup;
+
+/* The i-th call of l, and its lookup. */
+static void call_and_lookup(gconstpointer data, guint64 i)
+{
+    const with_lookup *l = data;
+    call(&l->plain, i);
+    found += g_hash_table_lookup(l->table, l->plain.keys[i % KEYS]) != NULL;
+}
+
+/* A decision on a limit with OVERRIDES overrides next to the same on a limit without,
+ * for keys without one and with one, and next to the reference: the same limit
+ * without, and one lookup in a table of as many keys. */
+static void bench_overrides(void)
+{
+    GHashTable *table = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint i = 0; i < OVERRIDES; i++)
+        g_hash_table_add(table, overridden[i]);
+    printf("\nmemory backend, overrides: ns per decision of a fixed_window limit with %d "
+           "overrides, next to\nthe same limit without (none) and without with a "
+           "g_hash_table_lookup of the key in a table\nof %d keys after each decision "
+           "(none + lookup); median of %d rounds; the difference: the\nmedian of each "
+           "round's overrides - none\n%-22s %8s %13s %10s %11s  %s\n",
+           OVERRIDES, OVERRIDES, MEMORY_ROUNDS, "keys decided", "none", "none + lookup",
+           "overrides", "difference", "target");
+    static const char *const rows[] = {"without an override", "each with its own"};
+    for (guint row = 0; row < G_N_ELEMENTS(rows); row++) {
+        char *const *which = row == 0 ? keys : overridden;
+        calls plain = {"plain", which, FALSE}, with = {"overridden", which, FALSE};
+        with_lookup ref = {plain, table};
+        double p[MEMORY_ROUNDS], l[MEMORY_ROUNDS], w[MEMORY_ROUNDS], d[MEMORY_ROUNDS];
+        double x[MEMORY_ROUNDS];
+        timed_round(call, &plain); /* warm */
+        timed_round(call, &with);
+        for (guint r = 0; r < MEMORY_ROUNDS; r++) {
+            p[r] = timed_round(call, &plain);
+            l[r] = timed_round(call_and_lookup, &ref);
+            w[r] = timed_round(call, &with);
+            d[r] = w[r] - p[r];
+            x[r] = w[r] / l[r];
+        }
+        printf("%-22s %8.1f %13.1f %10.1f %+8.1f ns  %s\n", rows[row],
+               bench_median(p, MEMORY_ROUNDS), bench_median(l, MEMORY_ROUNDS),
+               bench_median(w, MEMORY_ROUNDS), bench_median(d, MEMORY_ROUNDS),
+               verdict(1, bench_median(x, MEMORY_ROUNDS)));
+    }
+    g_hash_table_destroy(table);
+}
+
 static void bench_memory(void)
 {
     GError *error = NULL;
-    must(bench_init(rules, &error), &error);
+    g_autofree char *ini = rules_with_overrides();
+    must(bench_init(ini, &error), &error);
     printf("\nmemory backend: ns per decision (the median batch of %d calls; median of %d rounds;"
            "\nthe difference: the median of each pair of rounds' ratio)\n"
            "%-30s %10s %10s %11s  %s\n",
@@ -165,6 +271,7 @@ static void bench_memory(void)
                bench_median(base, MEMORY_ROUNDS), bench_median(blocked, MEMORY_ROUNDS),
                (x - 1) * 100, verdict(1, x));
     }
+    bench_overrides();
     sluice_shutdown();
 }
 
@@ -199,13 +306,13 @@ static void command_stats(test_redis *redis, gint64 *commands, double *script_us
         if (!g_str_has_prefix(lines[i], "cmdstat_"))
             continue;
         const char *name = lines[i] + strlen("cmdstat_");
-        const char *calls = strstr(name, ":calls="), *usec = strstr(name, ",usec=");
-        if (!calls || !usec || g_str_has_prefix(name, "info:") || g_str_has_prefix(name, "config"))
+        const char *n = strstr(name, ":calls="), *usec = strstr(name, ",usec=");
+        if (!n || !usec || g_str_has_prefix(name, "info:") || g_str_has_prefix(name, "config"))
             continue;
         if (is_script_call(name))
             *script_us += g_ascii_strtod(usec + strlen(",usec="), NULL);
         else
-            *commands += g_ascii_strtoll(calls + strlen(":calls="), NULL, 10);
+            *commands += g_ascii_strtoll(n + strlen(":calls="), NULL, 10);
     }
 }
 
@@ -287,6 +394,8 @@ int main(int argc, char **argv)
         keys[i] = g_strdup_printf("caller-%u", i);
     for (guint i = 0; i < OTHER_KEYS; i++)
         others[i] = g_strdup_printf("other-%u", i);
+    for (guint i = 0; i < OVERRIDES; i++)
+        overridden[i] = g_strdup_printf("partner-%u", i);
     const char *only = argc > 1 ? argv[1] : NULL; /* "memory" or "redis" */
     bench_print_version("memory and redis");
     g_autofree char *load = bench_load_average();
@@ -304,5 +413,7 @@ int main(int argc, char **argv)
         g_free(keys[i]);
     for (guint i = 0; i < OTHER_KEYS; i++)
         g_free(others[i]);
+    for (guint i = 0; i < OVERRIDES; i++)
+        g_free(overridden[i]);
     return 0;
 }
