@@ -251,10 +251,13 @@ int main(int argc, char **argv)
     int status = 1;
 
     gboolean only_algorithms = argc == 2 && strcmp(argv[1], "algorithms") == 0;
-    if (argc > 1 && !only_algorithms) {
+    gboolean only_async = argc >= 2 && strcmp(argv[1], "async") == 0;
+    if (argc > 1 && !only_algorithms && !only_async) {
         fprintf(stderr,
-                "usage: %s [algorithms]   (starts its own redis-server; needs redis-benchmark;\n"
-                "  algorithms: only the rows per algorithm, next to the peer)\n",
+                "usage: %s [algorithms | async [ALGORITHM...]]   (starts its own redis-server;\n"
+                "  needs redis-benchmark; algorithms: only the rows per algorithm, next to the "
+                "peer;\n  async: only their 256-in-flight rows, with the client's CPU per "
+                "decision)\n",
                 argv[0]);
         return 2;
     }
@@ -289,12 +292,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_redis: %s\n", error->message);
         goto out;
     }
-    if (only_algorithms) {
+    if (only_algorithms || only_async) {
         bench_print_version("redis");
         g_autofree char *load = bench_load_average();
         printf("redis-server on 127.0.0.1:%d, started for this run; load average %s\n\n", s->port,
                load);
-        measure_algorithms(s);
+        if (only_async)
+            measure_async_algorithms(s, argv + 2, ASYNC_ROUNDS);
+        else
+            measure_algorithms(s);
         status = 0;
         goto out;
     }

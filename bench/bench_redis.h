@@ -15,6 +15,7 @@
 #define PIPELINE      16         /* redis-benchmark -P of the aim */
 #define LATENCIES     (1u << 22) /* per-call latencies kept per run, shared by its threads */
 #define ROUNDS        5          /* the targets' rows, alternating: their medians decide */
+#define ASYNC_ROUNDS  3          /* bench_redis async: rounds of each algorithm's row */
 #define TARGET_P50_X  1.3        /* one thread's p50 within this many PING p50s */
 #define LIMIT_NAME    "bench.redis"
 #define PREFETCH_NAME "bench.prefetch" /* the same rule with prefetch = PREFETCH */
@@ -85,6 +86,11 @@ gboolean measure_tool(const test_redis *s, char **command, guint clients, guint 
 
 /* Measures and prints the rows per algorithm and the peer's, then their targets. */
 void measure_algorithms(const test_redis *s);
+/* Only the 256-in-flight sluice_acquire_async rows of the algorithms named (all when none),
+ * `rounds` times: decisions/s and the client's and the server's CPU per decision, to weigh a
+ * change of the asynchronous client by the CPU it costs, which a loaded machine moves less
+ * than the rate. */
+void measure_async_algorithms(const test_redis *s, char **names, guint rounds);
 
 /* ---- redis_report.c: the table, the rounds of the targets, the targets ---- */
 

@@ -49,9 +49,10 @@ static const struct {
 
 /* What one run cost the server. */
 typedef struct {
-    double per_sec;  /* decisions per second                                        */
-    double redis_us; /* µs of commands (INFO commandstats) per decision; -1: unknown  */
-    double cpu_us;   /* µs of the server process's CPU per decision; -1: unknown      */
+    double per_sec;   /* decisions per second                                        */
+    double redis_us;  /* µs of commands (INFO commandstats) per decision; -1: unknown  */
+    double cpu_us;    /* µs of the server process's CPU per decision; -1: unknown      */
+    double client_us; /* µs of this process's CPU per decision (sluice's rows); -1: unknown */
 } cost;
 
 /* ---- the server's statistics ---------------------------------------------------------- */
@@ -93,6 +94,16 @@ static double command_usec(redisContext *ctl)
 
 /* ---- sluice ------------------------------------------------------------------------------ */
 
+/* One run of limit with ASYNC_IN_FLIGHT sluice_acquire_async calls out. */
+static cost async_cost(const test_redis *s, const char *limit)
+{
+    figures f;
+    measure_async(s, limit, ASYNC_IN_FLIGHT, &f);
+    return (cost){f.per_sec, -1,
+                  f.server_cpu >= 0 && f.per_sec > 0 ? f.server_cpu * 1e6 / f.per_sec : -1,
+                  f.client_us};
+}
+
 static void measure_sluice(const test_redis *s, redisContext *ctl, const char *limit, cost *threads,
                            cost *async)
 {
@@ -104,9 +115,9 @@ static void measure_sluice(const test_redis *s, redisContext *ctl, const char *l
     double usec = reset ? command_usec(ctl) : -1;
     double n = f.per_sec * RUN_NS / 1e9;
     *threads = (cost){f.per_sec, usec >= 0 && n > 0 ? usec / n : -1,
-                      server0 >= 0 && server1 >= 0 && n > 0 ? (server1 - server0) / 1e3 / n : -1};
-    measure_async(s, limit, ASYNC_IN_FLIGHT, &f);
-    *async = (cost){f.per_sec, -1, -1};
+                      server0 >= 0 && server1 >= 0 && n > 0 ? (server1 - server0) / 1e3 / n : -1,
+                      f.client_us};
+    *async = async_cost(s, limit);
 }
 
 /* ---- the peer ---------------------------------------------------------------------------- */
@@ -191,7 +202,7 @@ static gboolean measure_peer(const test_redis *s, redisContext *ctl, const char 
                " failures of %" G_GUINT64_FORMAT " calls\n",
                denied, failed, calls);
     *c = (cost){(double)calls * 1e9 / (double)elapsed, usec >= 0 ? usec / (double)calls : -1,
-                server0 >= 0 && server1 >= 0 ? (server1 - server0) / 1e3 / (double)calls : -1};
+                server0 >= 0 && server1 >= 0 ? (server1 - server0) / 1e3 / (double)calls : -1, -1};
     return TRUE;
 }
 
@@ -199,7 +210,7 @@ static gboolean measure_peer(const test_redis *s, redisContext *ctl, const char 
 
 static void print_cost(const char *what, const char *clients, const cost *c, const cost *peer)
 {
-    char redis[32] = "?", cpu[32] = "?", rate_x[16] = "";
+    char redis[32] = "?", cpu[32] = "?", client[32] = "?", rate_x[16] = "";
     if (c->redis_us >= 0)
         g_snprintf(redis, sizeof redis, "%.2f", c->redis_us);
     if (c->redis_us >= 0 && peer && peer->redis_us > 0)
@@ -207,9 +218,18 @@ static void print_cost(const char *what, const char *clients, const cost *c, con
                    c->redis_us / peer->redis_us);
     if (c->cpu_us >= 0)
         g_snprintf(cpu, sizeof cpu, "%.2f", c->cpu_us);
+    if (c->client_us >= 0)
+        g_snprintf(client, sizeof client, "%.2f", c->client_us);
     if (peer && peer->per_sec > 0)
         g_snprintf(rate_x, sizeof rate_x, "%.2fx", c->per_sec / peer->per_sec);
-    printf("%-46s %-14s %16s %13s %12.0f %7s\n", what, clients, redis, cpu, c->per_sec, rate_x);
+    printf("%-46s %-14s %16s %13s %13s %12.0f %7s\n", what, clients, redis, cpu, client, c->per_sec,
+           rate_x);
+}
+
+static void print_cost_header(void)
+{
+    printf("%-46s %-14s %17s %14s %14s %12s %7s\n", "figure", "clients", "Redis µs/dec",
+           "srv CPU µs", "cli CPU µs", "decisions/s", "x peer");
 }
 
 static double median_of(double *values, guint n)
@@ -234,8 +254,7 @@ void measure_algorithms(const test_redis *s)
            "server CPU: /proc, per decision;\n%d rounds, each the peer then every algorithm "
            "(x: to the peer of the same round)\n\n",
            ALGORITHM_ROUNDS);
-    printf("%-46s %-14s %17s %14s %12s %7s\n", "figure", "clients", "Redis µs/dec", "srv CPU µs",
-           "decisions/s", "x peer");
+    print_cost_header();
     for (guint r = 0; r < ALGORITHM_ROUNDS; r++) {
         const cost *p = NULL;
         if (modules) {
@@ -305,4 +324,24 @@ void measure_algorithms(const test_redis *s)
     printf("targets: Redis µs at most the x shown; 16 threads at least %.1fx the peer's "
            "decisions/s, 256 in flight at least %.1fx\n%u of %u targets per algorithm missed\n\n",
            TARGET_THREADS_X, TARGET_ASYNC_X, missed, (guint)(3 * ALGORITHMS));
+}
+
+void measure_async_algorithms(const test_redis *s, char **names, guint rounds)
+{
+    printf("sluice_acquire_async, %d in flight, per algorithm; srv and cli CPU: the server's "
+           "(/proc)\nand this process's (getrusage) CPU per decision; %u rounds\n\n",
+           ASYNC_IN_FLIGHT, rounds);
+    print_cost_header();
+    for (guint r = 0; r < rounds; r++) {
+        for (guint a = 0; a < ALGORITHMS; a++) {
+            if (names && *names &&
+                !g_strv_contains((const char *const *)names, algorithms[a].algorithm))
+                continue;
+            char what[64];
+            cost c = async_cost(s, algorithms[a].limit);
+            g_snprintf(what, sizeof what, "sluice %s", algorithms[a].algorithm);
+            print_cost(what, "256 in flight", &c, NULL);
+        }
+    }
+    printf("\n");
 }
