@@ -9,16 +9,24 @@
  * (redis/conn.c) and parsed by hiredis' reader. AUTH and SELECT are queued ahead of
  * the first command (a refusal fails the connection's calls with its reason);
  * NOSCRIPT sends the script again with EVAL, which runs it and caches it. Each call
- * has a timeout source from when it began, so resolving, connecting and the
- * handshake are inside it: when it fires the call fails and the connection is
- * dropped (a server that does not answer one command will not answer the next),
- * to be made again by the next call. The node's breaker is the blocking client's
- * too, so a dead server costs the loop nothing while it is open. */
+ * has a deadline from when it began, so resolving, connecting and the handshake are
+ * inside it: when it passes the call fails and the connection is dropped (a server
+ * that does not answer one command will not answer the next), to be made again by
+ * the next call. The node's breaker is the blocking client's too, so a dead server
+ * costs the loop nothing while it is open.
+ *
+ * A call costs the loop no source and no system call of its own: the connection's
+ * one source watches the socket, wakes at the earliest deadline of its calls (its
+ * ready time, moved only when a call due sooner comes, or when it passes), and
+ * writes what was queued in one send, when the replies read in one wake-up are
+ * handed out, or, for calls made elsewhere, at the loop's next iteration (the
+ * source's prepare). */
 #include "redis/async_client.h"
 
 #include <errno.h>
 #include <gio/gio.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -43,11 +51,12 @@ typedef struct {
     guint slot;              /* on a Cluster: the keys' */
     sluice__redirect course; /* on a Cluster: MOVED, ASK and TRYAGAIN followed */
     gboolean retried;        /* NOSCRIPT, or no such function, was seen once */
-    gboolean trial;   /* the breaker's trial call */
-    gboolean over;    /* done was called (reply, failure or timeout) */
-    GSource *timer;
-    GSource *pause; /* after TRYAGAIN or the hop limit, until send_again; listed in its
-                     * owner's paused */
+    gboolean trial;          /* the breaker's trial call */
+    gboolean over;           /* done was called (reply, failure or timeout) */
+    gint64 deadline;         /* monotonic µs: when the call times out */
+    GSource *timer;          /* its deadline while in a pause (in a queue, its connection's) */
+    GSource *pause;          /* after TRYAGAIN or the hop limit, until send_again; listed in its
+                              * owner's paused */
     sluice__decided_func done;
     gpointer data;
     sluice__redis_call call; /* written once, sent again as it is (only named anew) */
@@ -80,12 +89,16 @@ struct connection {
     int fd;
     sluice__tls *tls;           /* during the handshake */
     sluice__redis_transport *t; /* once READY */
-    GSource *source;            /* fd's readiness on context */
-    gpointer tag;
-    short wait;      /* what the handshake or the transport waits for */
-    GByteArray *out; /* written, not sent */
-    GQueue awaited;  /* request *, or a setup step, in the order sent */
-    guint asked;     /* the library's asks on it (redis/library.h) */
+    GSource *source;            /* on context: fd's readiness, the deadlines, the output */
+    gpointer tag;               /* fd's in source, once connecting */
+    GIOCondition events;        /* what source watches fd for */
+    gint64 armed;               /* source's ready time: a deadline of a call, or -1 */
+    gboolean dispatching;       /* replies are handed out: output is sent after them */
+    short wait;                 /* what the handshake or receiving waits for */
+    short send_wait;            /* what sending the rest of out waits for */
+    GByteArray *out;            /* written, not sent */
+    GQueue awaited;             /* request *, or a setup step, in the order sent */
+    guint asked;                /* the library's asks on it (redis/library.h) */
 };
 
 struct sluice__redis_async {
@@ -95,6 +108,26 @@ struct sluice__redis_async {
 };
 
 static void async_free(gpointer p);
+
+/* getpid(), kept by a fork handler: a call tells its process's connections from a
+ * parent's without a system call. */
+static gint self_pid;
+
+static void forked_child(void)
+{
+    g_atomic_int_set(&self_pid, (gint)getpid());
+}
+
+static pid_t pid_now(void)
+{
+    static gsize installed;
+    if (g_once_init_enter(&installed)) {
+        g_atomic_int_set(&self_pid, (gint)getpid());
+        pthread_atfork(NULL, NULL, forked_child);
+        g_once_init_leave(&installed, 1);
+    }
+    return (pid_t)g_atomic_int_get(&self_pid);
+}
 
 /* node's part of the client, made at its first call there; freed with the node. */
 static sluice__redis_async *async_of(sluice__redis_node *node)
@@ -240,17 +273,21 @@ static void connection_broke(connection *c, const char *step, sluice__redis_outc
                         sluice__redis_outcome_reason(o, saved_errno));
 }
 
-/* What c's socket is watched for now. */
+/* What c's socket is watched for now (changed only when it changes: each change
+ * wakes the loop). Output not sent for want of room waits for G_IO_OUT. */
 static void watch(connection *c)
 {
-    if (c->stage == CLOSED || !c->source)
+    if (c->stage == CLOSED || !c->tag)
         return;
     GIOCondition events = c->stage == CONNECTING ? G_IO_OUT : c->stage == HANDSHAKE ? 0 : G_IO_IN;
-    if (c->wait & POLLIN)
+    short wait = c->wait | (c->stage == READY && c->out->len > 0 ? c->send_wait : 0);
+    if (wait & POLLIN)
         events |= G_IO_IN;
-    if (c->wait & POLLOUT || (c->stage == READY && c->out->len > 0))
+    if (wait & POLLOUT)
         events |= G_IO_OUT;
-    g_source_modify_unix_fd(c->source, c->tag, events);
+    if (events != c->events)
+        g_source_modify_unix_fd(c->source, c->tag, events);
+    c->events = events;
 }
 
 /* Writes out what it can of c's output. */
@@ -260,9 +297,9 @@ static void flush(connection *c)
         return;
     gsize sent = 0;
     int saved_errno = 0;
-    c->wait = 0;
+    c->send_wait = 0;
     sluice__redis_outcome o = sluice__redis_send_some(c->t, (const char *)c->out->data, c->out->len,
-                                                      &sent, &c->wait, &saved_errno);
+                                                      &sent, &c->send_wait, &saved_errno);
     g_byte_array_remove_range(c->out, 0, (guint)sent);
     if (o != SLUICE__REDIS_SENT)
         connection_broke(c, "send", o, saved_errno);
@@ -289,7 +326,17 @@ static void append(connection *c, int argc, const char *const *argv, gpointer aw
 
 static connection *connection_for(sluice__redis_node *node, GMainContext *context);
 
-/* Sends r's script on c (referenced by the caller), after ASKING when asking. */
+/* c's source wakes by deadline (monotonic µs) at the latest. */
+static void arm(connection *c, gint64 deadline)
+{
+    if (c->armed >= 0 && c->armed <= deadline)
+        return;
+    c->armed = deadline;
+    g_source_set_ready_time(c->source, deadline);
+}
+
+/* Queues r's script on c (referenced by the caller), after ASKING when asking; it is
+ * sent after the replies being handed out, or at the next iteration of c's loop. */
 static void send_on(request *r, connection *c, gboolean asking)
 {
     r->conn = c;
@@ -304,8 +351,10 @@ static void send_on(request *r, connection *c, gboolean asking)
                 g_atomic_int_get(&c->node->library) == SLUICE__LIBRARY_FUNCTIONS
                     ? SLUICE__REDIS_FCALL
                     : SLUICE__REDIS_EVALSHA);
-    flush(c); /* may fail and close c, concluding r */
-    watch(c);
+    arm(c, r->deadline);
+    /* a loop another thread runs may be waiting in poll() */
+    if (!c->dispatching && !g_main_context_is_owner(c->context))
+        g_main_context_wakeup(c->context);
 }
 
 /* The script to next (after ASKING when asking), which becomes the request's node;
@@ -343,10 +392,23 @@ static gboolean send_again(gpointer p)
     if (r->over) {
         request_free(r); /* it timed out meanwhile */
     } else {
+        if (r->timer) { /* its next connection keeps its deadline */
+            g_source_destroy(r->timer);
+            g_clear_pointer(&r->timer, g_source_unref);
+        }
         sluice__redis_node *owner = sluice__redis_cluster_node(r->b->cluster, r->slot);
         send_to(r, owner ? owner : r->node, FALSE);
     }
     connection_unref(c);
+    return G_SOURCE_REMOVE;
+}
+
+/* A call's deadline passed in a TRYAGAIN pause: it fails (send_again frees it). */
+static gboolean paused_too_long(gpointer p)
+{
+    request *r = p;
+    g_clear_pointer(&r->timer, g_source_unref);
+    conclude(r, NULL, failed(r, "timed out"));
     return G_SOURCE_REMOVE;
 }
 
@@ -360,7 +422,7 @@ static gboolean follow(request *r, const redisReply *reply, const char **why)
     sluice__redis_node *next;
     sluice__cluster_action action =
         sluice__redis_cluster_answered(r->b->cluster, r->node, r->slot, reply, &next);
-    gint64 time_left = r->timer ? g_source_get_ready_time(r->timer) - g_get_monotonic_time() : 0;
+    gint64 time_left = r->deadline - g_get_monotonic_time();
     switch (sluice__redirect_next(&r->course, action, time_left, why)) {
     case SLUICE__REDIRECT_SEND:
         send_to(r, next, r->course.asking);
@@ -371,6 +433,9 @@ static gboolean follow(request *r, const redisReply *reply, const char **why)
         return FALSE;
     }
     g_atomic_int_inc(&r->conn->refs); /* the pause's */
+    r->timer = g_timeout_source_new((guint)MAX(1, (time_left + 999) / 1000));
+    g_source_set_callback(r->timer, paused_too_long, r, NULL);
+    g_source_attach(r->timer, r->conn->context);
     r->pause = g_timeout_source_new(SLUICE__REDIRECT_PAUSE_US / 1000);
     g_source_set_callback(r->pause, send_again, r, NULL);
     g_mutex_lock(&r->conn->owner->lock); /* listed: freeing the owner ends the pause */
@@ -407,7 +472,6 @@ static void library_answered(connection *c, gconstpointer step, const redisReply
         int argc = sluice__redis_library_command(next, argv);
         append(c, argc, argv, next == SLUICE__LIBRARY_LOAD ? load_step : replace_step);
     }
-    flush(c);
 }
 
 /* The reply to what heads c's queue. */
@@ -450,7 +514,6 @@ static void answer(connection *c, redisReply *reply)
             library_ask(c);
         append_call(c, r, SLUICE__REDIS_EVAL);
         freeReplyObject(reply);
-        flush(c);
         return;
     } else if (reply->type == REDIS_REPLY_ERROR && r->b->cluster) {
         if (follow(r, reply, &why)) {
@@ -516,15 +579,74 @@ static void handshake(connection *c)
         ready(c);
 }
 
-/* The socket is ready for `cond`: the next step of c. */
+/* r's deadline passed while it awaited a reply on c: it fails, and c with it. */
+static void time_out(connection *c, request *r)
+{
+    const sluice__redis_endpoint *e = &c->node->endpoint;
+    /* what was under way says why, as the blocking client's messages do */
+    GError *why = NULL;
+    if (c->stage == HANDSHAKE) {
+        sluice__tls_handshake_timed_out(c->tls, e->what, &why);
+    } else if (c->stage == RESOLVING) {
+        g_autofree char *step = g_strdup_printf("resolve %s", e->host);
+        sluice__redis_fail(&why, SLUICE_ERROR_BACKEND, e, step, "timed out");
+    } else {
+        sluice__redis_fail(&why, SLUICE_ERROR_BACKEND, e,
+                           c->stage == CONNECTING ? "connect" : "script", "timed out");
+    }
+    /* a server that did not answer this will not answer the next: the calls on
+     * the connection fail with it, later ones (even those `done` makes) get a new
+     * connection */
+    g_atomic_int_inc(&c->refs);
+    conclude(r, NULL, g_error_copy(why));
+    connection_close(c, why);
+    connection_unref(c);
+}
+
+/* c's source woke at a deadline: the call whose deadline passed first times out;
+ * if none has (the call it was set for was answered), it wakes at the earliest
+ * deadline left. One look at the queue per deadline passed, not a source per call. */
+static void check_deadlines(connection *c)
+{
+    gint64 now = g_get_monotonic_time(), earliest = -1;
+    request *late = NULL;
+    for (GList *l = c->awaited.head; l; l = l->next) {
+        request *r = l->data;
+        if (is_step(r) || r->over)
+            continue;
+        if (r->deadline <= now && (!late || r->deadline < late->deadline))
+            late = r;
+        if (earliest < 0 || r->deadline < earliest)
+            earliest = r->deadline;
+    }
+    if (late) {
+        time_out(c, late);
+        return;
+    }
+    c->armed = earliest;
+    g_source_set_ready_time(c->source, earliest);
+}
+
+/* Ready before poll() when output waits to be sent and nothing keeps it. */
+static gboolean on_prepare(GSource *source, gint *timeout)
+{
+    connection *c = *(connection **)(source + 1);
+    *timeout = -1;
+    return c->stage == READY && c->out->len > 0 && c->send_wait == 0;
+}
+
+/* The socket is ready for `cond`, output is queued, or a deadline came: the next
+ * step of c. */
 static gboolean on_ready(GSource *source, GSourceFunc callback, gpointer data)
 {
     (void)callback;
     (void)data;
     connection *c = *(connection **)(source + 1);
-    GIOCondition cond = c->source ? g_source_query_unix_fd(c->source, c->tag) : 0;
+    GIOCondition cond = c->tag ? g_source_query_unix_fd(source, c->tag) : 0;
     g_atomic_int_inc(&c->refs); /* a `done` may close it */
-    if (c->stage == CONNECTING) {
+    if (cond == 0) {
+        /* queued output, or a deadline: no step of the socket's */
+    } else if (c->stage == CONNECTING) {
         int err = sluice__redis_connected(c->fd);
         if (err != 0) {
             connection_fail(c, SLUICE_ERROR_BACKEND, "connect", g_strerror(err));
@@ -537,18 +659,20 @@ static gboolean on_ready(GSource *source, GSourceFunc callback, gpointer data)
         }
     } else if (c->stage == HANDSHAKE) {
         handshake(c);
-    } else if (c->stage == READY) {
-        if (cond & G_IO_OUT)
-            flush(c);
-        if (c->stage == READY && cond & (G_IO_IN | G_IO_HUP | G_IO_ERR))
-            receive(c);
+    } else if (c->stage == READY && cond & (G_IO_IN | G_IO_HUP | G_IO_ERR)) {
+        c->dispatching = TRUE; /* what `done` queues goes in the write below */
+        receive(c);
+        c->dispatching = FALSE;
     }
+    flush(c); /* everything queued, in one send */
+    if (c->stage != CLOSED && c->armed >= 0 && g_get_monotonic_time() >= c->armed)
+        check_deadlines(c);
     watch(c);
     connection_unref(c);
     return G_SOURCE_CONTINUE;
 }
 
-static GSourceFuncs socket_funcs = {NULL, NULL, on_ready, NULL, NULL, NULL};
+static GSourceFuncs socket_funcs = {on_prepare, NULL, on_ready, NULL, NULL, NULL};
 
 /* Starts connecting to addr. */
 static void start_connect(connection *c, const struct sockaddr *addr, socklen_t len)
@@ -559,10 +683,8 @@ static void start_connect(connection *c, const struct sockaddr *addr, socklen_t 
         return;
     }
     c->stage = CONNECTING;
-    c->source = g_source_new(&socket_funcs, sizeof(GSource) + sizeof(connection *));
-    *(connection **)(c->source + 1) = c;
-    c->tag = g_source_add_unix_fd(c->source, c->fd, G_IO_OUT);
-    g_source_attach(c->source, c->context);
+    c->events = G_IO_OUT;
+    c->tag = g_source_add_unix_fd(c->source, c->fd, c->events);
 }
 
 static void start_connect_inet(connection *c, GInetAddress *address)
@@ -602,9 +724,10 @@ static connection *connection_for(sluice__redis_node *node, GMainContext *contex
 {
     const sluice__redis_endpoint *e = &node->endpoint;
     sluice__redis_async *a = async_of(node);
+    pid_t pid = pid_now();
     g_mutex_lock(&a->lock);
     connection *c = g_hash_table_lookup(a->connections, context);
-    if (c && c->pid != getpid()) { /* the parent's, after fork(): leave it alone */
+    if (c && c->pid != pid) { /* the parent's, after fork(): leave it alone */
         g_hash_table_remove(a->connections, context);
         c = NULL;
     }
@@ -619,10 +742,18 @@ static connection *connection_for(sluice__redis_node *node, GMainContext *contex
     c->owner = a;
     c->node = node;
     c->context = g_main_context_ref(context);
-    c->pid = getpid();
+    c->pid = pid;
     c->fd = -1;
+    c->armed = -1;
     c->out = g_byte_array_new();
     g_queue_init(&c->awaited);
+    c->source = g_source_new(&socket_funcs, sizeof(GSource) + sizeof(connection *));
+    *(connection **)(c->source + 1) = c;
+    /* GLib blocks a source that cannot recurse while it runs, which takes its fd out
+     * of the poll set and puts it back, waking the loop each time: on_ready is safe
+     * to enter again from a loop a `done` runs */
+    g_source_set_can_recurse(c->source, TRUE);
+    g_source_attach(c->source, context);
     if (e->password && e->user)
         append(c, 3, (const char *[]){"AUTH", e->user, e->password}, auth_step);
     else if (e->password)
@@ -655,38 +786,6 @@ static connection *connection_for(sluice__redis_node *node, GMainContext *contex
         g_main_context_pop_thread_default(context);
     }
     return c;
-}
-
-static gboolean timed_out(gpointer p)
-{
-    request *r = p;
-    connection *c = r->conn;
-    if (!g_queue_find(&c->awaited, r)) { /* in a TRYAGAIN pause: send_again frees it */
-        g_clear_pointer(&r->timer, g_source_unref);
-        conclude(r, NULL, failed(r, "timed out"));
-        return G_SOURCE_REMOVE;
-    }
-    const sluice__redis_endpoint *e = &c->node->endpoint;
-    g_clear_pointer(&r->timer, g_source_unref);
-    /* what was under way says why, as the blocking client's messages do */
-    GError *why = NULL;
-    if (c->stage == HANDSHAKE) {
-        sluice__tls_handshake_timed_out(c->tls, e->what, &why);
-    } else if (c->stage == RESOLVING) {
-        g_autofree char *step = g_strdup_printf("resolve %s", e->host);
-        sluice__redis_fail(&why, SLUICE_ERROR_BACKEND, e, step, "timed out");
-    } else {
-        sluice__redis_fail(&why, SLUICE_ERROR_BACKEND, e,
-                           c->stage == CONNECTING ? "connect" : "script", "timed out");
-    }
-    /* a server that did not answer this will not answer the next: the calls on
-     * the connection fail with it, later ones (even those `done` makes) get a new
-     * connection */
-    g_atomic_int_inc(&c->refs);
-    conclude(r, NULL, g_error_copy(why));
-    connection_close(c, why);
-    connection_unref(c);
-    return G_SOURCE_REMOVE;
 }
 
 sluice__redis_call *sluice__redis_async_call_new(void)
@@ -732,11 +831,7 @@ void sluice__redis_async_decide(sluice__redis_backend *b, sluice__redis_node *no
     r->trial = trial;
     r->done = done;
     r->data = data;
-    if (c->stage != CLOSED) {
-        r->timer = g_timeout_source_new((guint)MAX(1, (b->timeout_us + 999) / 1000));
-        g_source_set_callback(r->timer, timed_out, r, NULL);
-        g_source_attach(r->timer, context);
-    }
+    r->deadline = g_get_monotonic_time() + b->timeout_us;
     send_on(r, c, FALSE);
     connection_unref(c);
 }
@@ -751,7 +846,7 @@ static void async_free(gpointer p)
     g_mutex_unlock(&a->lock);
     for (GList *l = all; l; l = l->next) {
         connection *c = l->data;
-        if (c->pid == getpid()) {
+        if (c->pid == pid_now()) {
             g_atomic_int_inc(&c->refs);
             connection_fail(c, SLUICE_ERROR_BACKEND, "close", "the backend was shut down");
             connection_unref(c);
@@ -767,7 +862,7 @@ static void async_free(gpointer p)
     request *r;
     while ((r = g_queue_pop_head(&paused))) {
         connection *c = r->conn;
-        if (c->pid != getpid())
+        if (c->pid != pid_now())
             continue; /* a forked child's copy of its parent's call: not its own */
         g_source_destroy(r->pause);
         g_clear_pointer(&r->pause, g_source_unref);
