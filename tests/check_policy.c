@@ -293,6 +293,19 @@ START_TEST(a_block_is_refused_when_it_makes_no_sense)
 }
 END_TEST
 
+/* What sluice_acquire_async answered. */
+typedef struct {
+    int code; /* -1 until it has */
+    sluice_decision d;
+} async_answer;
+
+static void async_done(GObject *source, GAsyncResult *result, gpointer data)
+{
+    (void)source;
+    async_answer *a = data;
+    a->code = sluice_acquire_finish(result, &a->d, NULL);
+}
+
 /* The asynchronous API and a wait see the block: a waiter does not wait for it
  * beyond its own timeout. */
 START_TEST(every_way_of_deciding_sees_the_block)
@@ -300,6 +313,13 @@ START_TEST(every_way_of_deciding_sees_the_block)
     fixture_clock_start(1000000);
     fixture_init(rules);
     ck_done(sluice_block("gc", "k", 800, &e_));
+    async_answer a = {-1, {0}};
+    sluice_acquire_async("gc", "k", 1, NULL, async_done, &a);
+    while (a.code < 0)
+        g_main_context_iteration(NULL, TRUE);
+    ck_assert_int_eq(a.code, SLUICE_DENIED);
+    ck_assert(a.d.blocked);
+    ck_assert_int_eq(a.d.retry_after_ms, 800);
     sluice_decision d;
     ck_assert_int_eq(sluice_acquire_wait("gc", "k", 1, 500, &d, NULL), SLUICE_DENIED);
     ck_assert(d.blocked);
