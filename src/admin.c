@@ -3,11 +3,16 @@
 #include <sluice/admin.h>
 #include <sluice/error.h>
 
+#include <string.h>
+
+#include <sluice/error.h>
+
 #include "arguments.h"
 #include "config.h"
 #include "engine.h"
 #include "override.h"
 #include "registry.h"
+#include "shm/zone.h"
 
 gboolean sluice_config_check(const char *path, GError **error)
 {
@@ -124,4 +129,29 @@ gboolean sluice_reset(const char *name, const char *key, GError **error)
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
     sluice__limiter *limiter;
     return sluice__find(name, key, 0, &limiter, error) && sluice__engine_reset(limiter, key, error);
+}
+
+gboolean sluice_zone_get(sluice_zone_info *out, GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    if (!out) {
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT,
+                            "out is NULL");
+        return FALSE;
+    }
+    return sluice__engine_zone(out, error);
+}
+
+gboolean sluice_zone_remove(const char *name, GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    gboolean ok = name && *name && *name != '.' && strlen(name) <= 200;
+    for (const char *p = name; ok && *p; p++)
+        ok = g_ascii_isalnum(*p) || *p == '.' || *p == '_' || *p == '-';
+    if (!ok) {
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT,
+                            "name is not a zone's name: letters, digits, '.', '_' and '-'");
+        return FALSE;
+    }
+    return sluice__zone_remove(name, error);
 }

@@ -17,15 +17,17 @@ static sluice__run *run_at(sluice__runs *r, guint i)
     return &r->runs[(r->head + i) % r->cap];
 }
 
-static void runs_push(sluice__runs *r, gint64 t, gint64 n)
+static void runs_push(sluice__runs *r, gint64 t, gint64 n, guint32 owner)
 {
     if (r->len > 0) {
         sluice__run *last = run_at(r, r->len - 1);
-        if (last->t >= t) { /* same time (or a clock that stepped back): merge */
-            last->n += n;
+        if (last->t >= t && last->owner == owner) { /* same time (or a clock that
+                                                     * stepped back): merge */
+            last->n += (gint32)n;
             r->total += n;
             return;
         }
+        t = MAX(t, last->t); /* another owner's: after it, the runs stay in order */
     }
     if (r->len == r->cap) {
         guint cap = r->cap ? r->cap * 2 : 4;
@@ -37,7 +39,7 @@ static void runs_push(sluice__runs *r, gint64 t, gint64 n)
         r->head = 0;
         r->cap = cap;
     }
-    *run_at(r, r->len) = (sluice__run){t, n};
+    *run_at(r, r->len) = (sluice__run){t, (gint32)n, owner};
     r->len++;
     r->total += n;
 }
@@ -47,8 +49,8 @@ static void runs_take(sluice__runs *r, gint64 n)
 {
     while (n > 0 && r->len > 0) {
         sluice__run *first = run_at(r, 0);
-        gint64 k = MIN(n, first->n);
-        first->n -= k;
+        gint64 k = MIN(n, (gint64)first->n);
+        first->n -= (gint32)k;
         r->total -= k;
         n -= k;
         if (first->n == 0) {
@@ -56,6 +58,27 @@ static void runs_take(sluice__runs *r, gint64 n)
             r->len--;
         }
     }
+}
+
+/* Takes up to n permits off the runs of owner, oldest first (the others keep their
+ * order); returns how many it took. */
+static gint64 runs_take_owned(sluice__runs *r, guint32 owner, gint64 n)
+{
+    gint64 taken = 0;
+    guint kept = 0;
+    for (guint i = 0; i < r->len; i++) {
+        sluice__run run = *run_at(r, i);
+        if (run.owner == owner && taken < n) {
+            gint64 k = MIN(n - taken, (gint64)run.n);
+            run.n -= (gint32)k;
+            taken += k;
+        }
+        if (run.n > 0)
+            *run_at(r, kept++) = run;
+    }
+    r->len = kept;
+    r->total -= taken;
+    return taken;
 }
 
 /* Drops the runs whose time is at or before `until`. */
@@ -142,7 +165,7 @@ static void sliding_log(const call *c, sluice__verdict *v)
     v->retry_after_us =
         v->allowed ? -1 : runs_time_of(log, log->total + c->need - limit) + w - c->now;
     if (v->allowed && c->consume) {
-        runs_push(log, c->now, c->need);
+        runs_push(log, c->now, c->need, c->s->owner);
         c->s->started = TRUE;
     }
     v->remaining = MAX(0, limit - log->total); /* a penalty, or a lower limit, may pass it */
@@ -542,7 +565,7 @@ static void concurrency(const call *c, sluice__verdict *v)
     v->retry_after_us =
         v->allowed ? -1 : runs_time_of(leases, leases->total + c->need - limit) - c->now;
     if (v->allowed && c->consume) {
-        runs_push(leases, c->now + c->rule->window_us, c->need);
+        runs_push(leases, c->now + c->rule->window_us, c->need, c->s->owner);
         c->s->started = TRUE;
         v->leased = c->need;
     }
@@ -739,7 +762,7 @@ void sluice__release(const sluice__rule *rule, sluice__state *state, gint64 now_
     if (rule->algorithm != SLUICE__CONCURRENCY || permits <= 0)
         return;
     runs_drop_until(&state->log, now_us);
-    runs_take(&state->log, permits);
+    runs_take(&state->log, permits - runs_take_owned(&state->log, state->owner, permits));
     state->idle_at = state->log.total > 0 ? runs_newest(&state->log) : now_us;
 }
 
@@ -759,7 +782,7 @@ static void penalize_one(const sluice__rule *rule, sluice__state *s, gint64 now,
     case SLUICE__SLIDING_LOG:
         runs_drop_until(&s->log, now - rule->window_us);
         if (s->log.total < most)
-            runs_push(&s->log, now, MIN(permits, most - s->log.total));
+            runs_push(&s->log, now, MIN(permits, most - s->log.total), s->owner);
         break;
     case SLUICE__SLIDING_WINDOW: {
         gint64 start, cur, prev;

@@ -11,7 +11,8 @@
 /* A run of permits that share one time: sliding_log admissions, concurrency leases. */
 typedef struct {
     gint64 t;
-    gint64 n;
+    gint32 n;      /* at most the limit of a logged rule (SLUICE__MAX_LOGGED_PERMITS)      */
+    guint32 owner; /* who took them: the shm backend's process, or 0 (anyone)              */
 } sluice__run;
 
 /* Runs oldest first, in a ring that grows by doubling and never shrinks. */
@@ -31,6 +32,8 @@ typedef struct {
     gint64 idle_at;       /* from this time on the state is back to full capacity        */
     gint64 blocked_until; /* a key's first state: a block (sluice_block) denies every
                            * call before this time; 0: none                         */
+    guint32 owner;        /* stamped on the runs an admission adds; a release gives back
+                           * this owner's runs first (0 on the memory backend: anyone's) */
 } sluice__state;
 
 /* The answer of one decision, in microseconds. */
@@ -131,7 +134,8 @@ static inline void sluice__blocked_verdict(gint64 capacity, gint64 until_us, gin
                            .blocked = TRUE};
 }
 
-/* Gives back `permits` concurrency permits, oldest lease first. */
+/* Gives back `permits` concurrency permits: state->owner's leases first, then
+ * anyone's, oldest first. */
 void sluice__release(const sluice__rule *rule, sluice__state *state, gint64 now_us, gint64 permits);
 
 /* Frees what the state holds (not the state itself) and makes it fresh. */

@@ -5,7 +5,10 @@
 
 #include <glib.h>
 
+#include <sluice/admin.h>
+
 #include "algorithm.h"
+#include "config.h"
 #include "limiter.h"
 
 typedef struct sluice__backend sluice__backend;
@@ -21,6 +24,10 @@ typedef void (*sluice__breaker_func)(const char *what, gboolean open, gpointer d
 /* What every backend provides (as hiredis' redisContextFuncs). */
 typedef struct {
     const char *name;
+    /* TRUE for a backend that decides in the calling thread without a round trip
+     * (memory, shm): no denial cache, no prefetched permits, decisions timed one
+     * in eight. */
+    gboolean in_process;
     /* Decides `permits` for key (NULL: the limit's single shared state) under rule,
      * as sluice__decide does. FALSE with *error when the backend failed. */
     gboolean (*decide)(sluice__backend *backend, sluice__limiter *limiter, const sluice__rule *rule,
@@ -56,6 +63,18 @@ typedef struct {
     /* Optional: a reload replaced the backend; threads may still be inside it,
      * and it is freed at shutdown. Lets go of what it need not keep meanwhile. */
     void (*retire)(sluice__backend *backend);
+    /* Optional: takes config's rules (at sluice_init, first, and at each reload) before
+     * any decision under them. FALSE with *error refuses the keyfile (the running
+     * one stays). */
+    gboolean (*configure)(sluice__backend *backend, const sluice__config *config, gboolean first,
+                          GError **error);
+    /* Optional: the zone it decides in (shm). FALSE when it has none. */
+    gboolean (*zone)(sluice__backend *backend, sluice_zone_info *out);
+    /* Optional: a count that every give-back of permits on any process sharing the
+     * backend bumps, and a wait until it moves past `seen` or until `until_us`
+     * (monotonic). NULL: give-backs are this process's own (sluice__engine_releases). */
+    guint64 (*releases)(sluice__backend *backend);
+    void (*wait_release)(sluice__backend *backend, guint64 seen, gint64 until_us);
     /* Optional: calls func for each server it sends to (remote backends). */
     void (*breakers)(sluice__backend *backend, sluice__breaker_func func, gpointer data);
     void (*free)(sluice__backend *backend);

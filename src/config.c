@@ -28,7 +28,8 @@ static const char *const sluice_keys[] = {
     "backend",         "redis",       "password_file", "sentinel_password_file",
     "key_prefix",      "timeout",     "on_error",      "reload",
     "denial_cache",    "tls_ca_file", "tls_cert_file", "tls_key_file",
-    "tls_server_name", NULL};
+    "tls_server_name", "shm",         "shm_size",      "shm_mode",
+    NULL};
 static const char *const limit_keys[] = {"algorithm",    "limit",     "window",     "burst",
                                          "wait",         "mode",      "per_key",    "bands",
                                          "shadow_bands", "anchor",    "prefetch",   "prefetch_ttl",
@@ -38,7 +39,8 @@ static const char *const algorithm_names[] = {
     SLUICE__ALGORITHM_TABLE(ALGORITHM_NAME)
 #undef ALGORITHM_NAME
         [SLUICE__ALGORITHMS] = NULL};
-static const char *const backend_names[] = {"memory", "redis", NULL};
+static const char *const backend_names[] = {"memory", "redis", "shm", NULL};
+static const char *const shm_keys[] = {"shm", "shm_size", "shm_mode", NULL};
 static const char *const on_error_names[] = {"allow", "deny", "local", NULL};
 static const char *const mode_names[] = {"enforce", "shadow", NULL};
 static const char *const anchor_names[] = {"first_hit", "epoch", NULL};
@@ -338,6 +340,46 @@ static void read_tls(reader *r, sluice__config *c, gboolean plaintext)
     }
 }
 
+/* The longest zone name: its file, /dev/shm/sluice-NAME, stays a short name. */
+#define SHM_NAME_BYTES 200
+
+/* shm, shm_size, shm_mode: for backend = shm, which needs a name (letters, digits,
+ * '.', '_', '-'); refused with another backend. */
+static void read_shm(reader *r, sluice__config *c)
+{
+    if (c->backend != SLUICE__BACKEND_SHM) {
+        for (gsize i = 0; shm_keys[i]; i++)
+            if (has_key(r, shm_keys[i]))
+                problem(r, shm_keys[i], NULL, "applies only to backend = shm");
+        return;
+    }
+    g_autofree char *name = value_of(r, "shm");
+    if (!name && !has_key(r, "shm"))
+        problem(r, "backend", "shm", "needs the zone's name: shm = NAME");
+    gboolean ok = name && strlen(name) <= SHM_NAME_BYTES && name[0] != '.';
+    for (const char *p = name; ok && *p; p++)
+        ok = g_ascii_isalnum(*p) || *p == '.' || *p == '_' || *p == '-';
+    if (name && !ok)
+        problem(r, "shm", name,
+                "expected a name of letters, digits, '.', '_' and '-' (not first), at most 200 "
+                "bytes");
+    else if (name)
+        c->shm_name = g_steal_pointer(&name);
+    g_autofree char *size = value_of(r, "shm_size");
+    char *why = NULL;
+    if (size &&
+        !sluice__parse_size(size, SLUICE__SHM_MIN_SIZE, SLUICE__SHM_MAX_SIZE, &c->shm_size, &why))
+        report(r, "shm_size", size, why);
+    g_autofree char *mode = value_of(r, "shm_mode");
+    if (mode && (strcmp(mode, "0600") == 0 || strcmp(mode, "600") == 0))
+        c->shm_mode = 0600;
+    else if (mode && (strcmp(mode, "0660") == 0 || strcmp(mode, "660") == 0))
+        c->shm_mode = 0660;
+    else if (mode)
+        problem(r, "shm_mode", mode,
+                "expected 0600 (this user only) or 0660 (and the zone file's group)");
+}
+
 static void read_sluice_group(reader *r, sluice__config *c)
 {
     int backend = c->backend, on_error = c->on_error;
@@ -379,6 +421,7 @@ static void read_sluice_group(reader *r, sluice__config *c)
     }
     read_passwords(r, c, url_ok, sentinel);
     read_tls(r, c, url_ok && !tls);
+    read_shm(r, c);
 }
 
 /* burst where the algorithm has none. */
@@ -927,6 +970,8 @@ sluice__config *sluice__config_new_default(void)
     c->on_error = SLUICE__ON_ERROR_ALLOW;
     c->reload = TRUE;
     c->denial_cache = TRUE;
+    c->shm_size = SLUICE__SHM_DEFAULT_SIZE;
+    c->shm_mode = 0600;
     c->rules = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     c->overrides =
         g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_hash_table_unref);
@@ -1025,6 +1070,7 @@ void sluice__config_free(sluice__config *config)
     g_free(config->tls.cert_file);
     g_free(config->tls.key_file);
     g_free(config->tls.server_name);
+    g_free(config->shm_name);
     g_hash_table_unref(config->rules);
     g_hash_table_unref(config->overrides);
     g_free(config);

@@ -10,7 +10,13 @@
 typedef enum {
     SLUICE__BACKEND_MEMORY,
     SLUICE__BACKEND_REDIS,
+    SLUICE__BACKEND_SHM,
 } sluice__backend_kind;
+
+/* [sluice] shm_size: the default, and the bounds of what it may be. */
+#define SLUICE__SHM_DEFAULT_SIZE (G_GINT64_CONSTANT(64) << 20)
+#define SLUICE__SHM_MIN_SIZE     (G_GINT64_CONSTANT(1) << 20)
+#define SLUICE__SHM_MAX_SIZE     (G_GINT64_CONSTANT(64) << 30)
 
 /* [sluice] tls_*: absolute paths (relative ones are resolved against the
  * keyfile's directory), or NULL. */
@@ -33,6 +39,9 @@ typedef struct {
     char *key_prefix;             /* [sluice] key_prefix                           */
     gint64 timeout_us;            /* [sluice] timeout                              */
     sluice__tls_settings tls;     /* [sluice] tls_*                                */
+    char *shm_name;               /* [sluice] shm: the zone's name (backend = shm) */
+    gint64 shm_size;              /* [sluice] shm_size: bytes, when it is created  */
+    guint shm_mode;               /* [sluice] shm_mode: 0600 or 0660               */
     sluice__on_error on_error;    /* [sluice] on_error                             */
     gboolean reload;              /* [sluice] reload                               */
     gboolean denial_cache;        /* [sluice] denial_cache                         */

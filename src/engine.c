@@ -47,7 +47,15 @@ void sluice__engine_set_backends(sluice__backend *b, sluice__backend *l, gboolea
 /* TRUE when b is a remote backend (one that is not in process). */
 static gboolean remote(sluice__backend *b)
 {
-    return b != g_atomic_pointer_get(&local);
+    return b != g_atomic_pointer_get(&local) && !b->funcs->in_process;
+}
+
+/* b when the give-backs of permits under rule are its own (every process that
+ * shares it makes them: concurrency on shm), else NULL (this process's: the
+ * engine counts them; adaptive is always in process). */
+static sluice__backend *shared_releases(sluice__backend *b, const sluice__rule *rule)
+{
+    return b && b->funcs->releases && rule->algorithm == SLUICE__CONCURRENCY ? b : NULL;
 }
 
 /* TRUE when the verdicts of b for rule may be kept by the denial cache: a remote
@@ -204,7 +212,10 @@ static gboolean ask(sluice__limiter *limiter, const sluice__rule *rule, const ch
         : remote(b)
             ? ask_remote(b, limiter, rule, key, permits, reserve_us, v, from, start, &failure)
             : G_LIKELY(!sluice__injected_failure(&failure)) &&
-                  sluice__memory_decide(b, limiter, rule, key, permits, reserve_us, v, &failure))
+                  (G_LIKELY(b == g_atomic_pointer_get(&local))
+                       ? sluice__memory_decide(b, limiter, rule, key, permits, reserve_us, v,
+                                               &failure)
+                       : b->funcs->decide(b, limiter, rule, key, permits, reserve_us, v, &failure)))
         return TRUE;
     fall_back(limiter, rule, key, permits, reserve_us, v);
     g_propagate_error(error, failure);
@@ -326,11 +337,16 @@ guint64 sluice__engine_releases(void)
 }
 
 /* Sleeps until `until` (monotonic µs), or until permits are given back after the
- * caller saw `seen` releases (seen may be NULL: then only `until` ends it). */
-static void sleep_until(gint64 until, const guint64 *seen)
+ * caller saw `seen` releases (seen may be NULL: then only `until` ends it); when
+ * the give-backs are a backend's (`shared`, shared_releases), as it waits for them. */
+static void sleep_until(gint64 until, const guint64 *seen, sluice__backend *shared)
 {
     if (sluice__clock_sleep_injected(until))
         return;
+    if (seen && shared) {
+        shared->funcs->wait_release(shared, *seen, until);
+        return;
+    }
     g_mutex_lock(&wake_lock);
     while (!(seen && releases != *seen) && g_get_monotonic_time() < until)
         g_cond_wait_until(&wake, &wake_lock, until);
@@ -384,11 +400,11 @@ static SLUICE__OUT_OF_LINE sluice__outcome decide(sluice__limiter *limiter,
     sluice__verdict v;
     gint64 deadline = wait_us > 0 ? sluice__clock_now() + wait_us : 0;
     for (;;) {
-        guint64 seen =
-            (rule->algorithm == SLUICE__CONCURRENCY || rule->algorithm == SLUICE__ADAPTIVE) &&
-                    wait_us > 0
-                ? sluice__engine_releases()
-                : 0;
+        sluice__backend *shared = shared_releases(g_atomic_pointer_get(&backend), rule);
+        guint64 seen = 0; /* the give-backs seen before asking */
+        if ((rule->algorithm == SLUICE__CONCURRENCY || rule->algorithm == SLUICE__ADAPTIVE) &&
+            wait_us > 0)
+            seen = shared ? shared->funcs->releases(shared) : sluice__engine_releases();
         gint64 reserve_us = sluice__engine_reserve_us(rule, wait_us, deadline, sluice__clock_now);
         if (!ask(limiter, rule, key, permits, reserve_us, &v, from, start, error)) {
             sluice__engine_to_decision(&v, out);
@@ -399,7 +415,7 @@ static SLUICE__OUT_OF_LINE sluice__outcome decide(sluice__limiter *limiter,
             sluice__engine_next(rule, &v, wait_us, deadline, sluice__clock_now, &until);
         if (next == SLUICE__NEXT_FINISH)
             break;
-        sleep_until(until, next == SLUICE__NEXT_RELEASE ? &seen : NULL);
+        sleep_until(until, next == SLUICE__NEXT_RELEASE ? &seen : NULL, shared);
         *waited = TRUE;
         if (next == SLUICE__NEXT_RESERVED)
             break;
@@ -694,5 +710,22 @@ gboolean sluice__engine_reset(sluice__limiter *limiter, const char *key, GError 
     releases++;
     g_cond_broadcast(&wake);
     g_mutex_unlock(&wake_lock);
+    return TRUE;
+}
+
+gboolean sluice__engine_zone(sluice_zone_info *out, GError **error)
+{
+    sluice__backend *b = g_atomic_pointer_get(&backend);
+    if (!b) {
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_NOT_INITIALIZED,
+                            sluice_strerror(SLUICE_ERROR_NOT_INITIALIZED));
+        return FALSE;
+    }
+    if (!b->funcs->zone || !b->funcs->zone(b, out)) {
+        g_set_error(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT,
+                    "the keyfile's backend is %s, which has no zone (backend = shm has)",
+                    b->funcs->name);
+        return FALSE;
+    }
     return TRUE;
 }

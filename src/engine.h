@@ -127,6 +127,10 @@ guint64 sluice__engine_releases(void);
 typedef void (*sluice__engine_release_func)(void);
 void sluice__engine_on_release(sluice__engine_release_func hook);
 
+/* What the current backend's zone holds (backend = shm): FALSE with *error before
+ * sluice_init or when the backend has no zone. */
+gboolean sluice__engine_zone(sluice_zone_info *out, GError **error);
+
 /* fork(): takes the lock of waiting callers and give-backs, or lets it go. */
 void sluice__engine_fork_lock(void);
 void sluice__engine_fork_unlock(void);

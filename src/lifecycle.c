@@ -15,13 +15,15 @@
 #include "redis/redis.h"
 #include "registry.h"
 #include "secret.h"
+#include "shm/shm.h"
 #include "watch.h"
 
 static GMutex lifecycle; /* init, reload, shutdown; guards what follows */
 static sluice__config *config;
 static sluice__backend *memory; /* always there: the default, and on_error = local */
-static sluice__backend *remote; /* the redis backend while one is configured       */
-static char *remote_settings;   /* the redis URL, prefix, timeout and TLS it was made for */
+static sluice__backend *remote; /* the redis or shm backend while one is configured */
+static char *remote_settings;   /* what it was made for: the redis URL, prefix, timeout
+                                 * and TLS, or the zone                             */
 static GPtrArray *retired;      /* backends replaced since init: freed at shutdown  */
 
 /* Reads the keyfile at path (NULL: the defaults); *stamp is what the file looked
@@ -36,23 +38,44 @@ static sluice__config *load(const char *path, sluice__file_stamp *stamp, GError 
     return sluice__config_load(path, error);
 }
 
+/* What the backend of fresh is made for, as text: a backend made for the same
+ * text serves it. */
+static char *settings_of(const sluice__config *fresh)
+{
+    if (fresh->backend == SLUICE__BACKEND_SHM) {
+        g_autofree char *zone = sluice__shm_settings(fresh);
+        return g_strdup_printf("shm\n%s", zone);
+    }
+    /* holds the password: compared, never shown, zeroed when dropped */
+    g_autofree char *tls = sluice__tls_settings_describe(&fresh->tls);
+    return g_strdup_printf("redis\n%s\n%s\n%" G_GINT64_FORMAT "\n%s\n%s\n%s", fresh->redis_url,
+                           fresh->key_prefix, fresh->timeout_us, tls,
+                           fresh->redis_password ? fresh->redis_password : "",
+                           fresh->sentinel_password ? fresh->sentinel_password : "");
+}
+
 /* With the lifecycle lock held: the backend fresh asks for, made when its settings
- * changed; NULL and *error when it cannot be made (bad credentials). */
+ * changed (*made), and given fresh's rules; NULL and *error when it cannot be made
+ * (bad credentials, a zone that cannot be attached) or refuses the rules (nothing
+ * changed then). */
 static sluice__backend *backend_for(const sluice__config *fresh, GError **error)
 {
     if (fresh->backend == SLUICE__BACKEND_MEMORY)
         return memory;
-    /* holds the password: compared, never shown, zeroed when dropped */
-    g_autofree char *tls = sluice__tls_settings_describe(&fresh->tls);
-    char *settings = g_strdup_printf("%s\n%s\n%" G_GINT64_FORMAT "\n%s\n%s\n%s", fresh->redis_url,
-                                     fresh->key_prefix, fresh->timeout_us, tls,
-                                     fresh->redis_password ? fresh->redis_password : "",
-                                     fresh->sentinel_password ? fresh->sentinel_password : "");
+    char *settings = settings_of(fresh);
     if (remote && g_strcmp0(settings, remote_settings) == 0) {
         sluice__secret_free(settings);
+        if (remote->funcs->configure && !remote->funcs->configure(remote, fresh, FALSE, error))
+            return NULL;
         return remote;
     }
-    sluice__backend *made = sluice__backend_redis_new(fresh, error);
+    sluice__backend *made = fresh->backend == SLUICE__BACKEND_SHM
+                                ? sluice__backend_shm_new(fresh, error)
+                                : sluice__backend_redis_new(fresh, error);
+    if (made && made->funcs->configure && !made->funcs->configure(made, fresh, TRUE, error)) {
+        made->funcs->free(made);
+        made = NULL;
+    }
     if (!made) {
         sluice__secret_free(settings);
         return NULL;

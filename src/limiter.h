@@ -30,6 +30,8 @@ typedef struct {
     char *redis_tag;               /* the redis backend's "{LEN:NAME" of its keys
                                     * (redis/key.h): made at its first call, loaded
                                     * atomically; g_free                            */
+    gpointer shm;                  /* the shm backend's limit of the running rule, found
+                                    * at its first decision after a reload (atomic)  */
 } sluice__limiter;
 
 /* The part of a limiter at *where (denials, prefetched), made zeroed (size bytes)

@@ -251,6 +251,45 @@ static void add_breaker(const char *what, gboolean open, gpointer out)
     g_string_append_printf(out, "\"} %d\n", open ? 1 : 0);
 }
 
+/* The gauges of the shared-memory zone (backend = shm): what every process
+ * sharing it sees alike, labelled with its name. */
+static void add_zone(GString *out)
+{
+    sluice_zone_info z;
+    memset(&z, 0, sizeof z);
+    gboolean have = sluice__engine_zone(&z, NULL);
+    g_autoptr(GString) label = g_string_new("{zone=\"");
+    if (have)
+        append_label(label, z.name);
+    g_string_append(label, "\"}");
+    const struct {
+        const char *metric, *type, *help;
+        gdouble value;
+    } rows[] = {
+        {"sluice_zone_bytes", "gauge", "The size of the shared-memory zone (backend = shm).",
+         (gdouble)z.size},
+        {"sluice_zone_capacity_keys", "gauge",
+         "The most per-key states the zone holds (each band of a key is one).",
+         (gdouble)z.capacity},
+        {"sluice_zone_keys", "gauge", "The per-key states the zone holds now.", (gdouble)z.keys},
+        {"sluice_zone_evictions_total", "counter",
+         "States not yet back at full capacity that the zone gave up for room.",
+         (gdouble)z.evictions},
+        {"sluice_zone_chunks_free", "gauge",
+         "Free chunks of the zone for sliding_log and concurrency runs (3 runs each).",
+         (gdouble)z.chunks_free},
+        {"sluice_zone_processes", "gauge", "Processes attached to the zone now.",
+         (gdouble)z.processes},
+        {"sluice_zone_repairs_total", "counter",
+         "Locks of the zone taken over from a process that died holding them.", (gdouble)z.repairs},
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(rows); i++) {
+        header(out, rows[i].metric, rows[i].type, rows[i].help);
+        if (have)
+            g_string_append_printf(out, "%s%s %.0f\n", rows[i].metric, label->str, rows[i].value);
+    }
+}
+
 char *sluice_stats_prometheus(void)
 {
     g_autoptr(GPtrArray) limits = g_ptr_array_new_with_free_func(series_free);
@@ -311,5 +350,6 @@ char *sluice_stats_prometheus(void)
            "1 while the circuit breaker of a Redis server is open (its calls refused, "
            "on_error deciding), else 0.");
     sluice__engine_breakers(add_breaker, out);
+    add_zone(out);
     return g_string_free(out, FALSE);
 }

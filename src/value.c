@@ -152,6 +152,51 @@ gboolean sluice__parse_duration(const char *text, gint64 min_us, gint64 max_us, 
     return FALSE;
 }
 
+static const struct {
+    char suffix;
+    int shift;
+} size_units[] = {{'K', 10}, {'M', 20}, {'G', 30}};
+
+char *sluice__format_size(gint64 bytes)
+{
+    for (int i = G_N_ELEMENTS(size_units) - 1; i >= 0; i--) {
+        gint64 u = G_GINT64_CONSTANT(1) << size_units[i].shift;
+        if (bytes >= u && bytes % u == 0)
+            return g_strdup_printf("%" G_GINT64_FORMAT "%c", bytes / u, size_units[i].suffix);
+    }
+    return g_strdup_printf("%" G_GINT64_FORMAT, bytes);
+}
+
+gboolean sluice__parse_size(const char *text, gint64 min, gint64 max, gint64 *out, char **why)
+{
+    gboolean overflow;
+    gint64 v;
+    gsize n = read_digits(text, G_MAXINT64, &v, &overflow);
+    g_autofree char *least = sluice__format_size(min);
+    g_autofree char *most = sluice__format_size(max);
+    int shift = -1;
+    if (text[n] == '\0')
+        shift = 0;
+    for (gsize i = 0; i < G_N_ELEMENTS(size_units); i++)
+        if (text[n] == size_units[i].suffix && text[n + 1] == '\0')
+            shift = size_units[i].shift;
+    if (n == 0 || shift < 0) {
+        *why = g_strdup("not a size, e.g. 64M (units: K M G, 1K = 1024 bytes)");
+        return FALSE;
+    }
+    if (overflow || v > (max >> shift)) {
+        *why = g_strdup_printf("too large; at most %s", most);
+        return FALSE;
+    }
+    v <<= shift;
+    if (v < min) {
+        *why = g_strdup_printf("too small; at least %s", least);
+        return FALSE;
+    }
+    *out = v;
+    return TRUE;
+}
+
 gboolean sluice__parse_bool(const char *text, gboolean *out, char **why)
 {
     static const char *const words[] = {"false", "true", NULL};

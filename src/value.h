@@ -28,6 +28,12 @@ gboolean sluice__parse_count(const char *text, gint64 min, gint64 max, gint64 *o
  * alone is accepted when min_us is 0. */
 gboolean sluice__parse_duration(const char *text, gint64 min_us, gint64 max_us, gint64 *out_us,
                                 char **why);
+/* A size in bytes: digits and a binary unit, K, M or G (1K = 1024 bytes), or digits
+ * alone for bytes; in [min, max]. */
+gboolean sluice__parse_size(const char *text, gint64 min, gint64 max, gint64 *out, char **why);
+/* A size in its largest whole binary unit: "64M", "1536K", "100". */
+char *sluice__format_size(gint64 bytes);
+
 /* true or false. */
 gboolean sluice__parse_bool(const char *text, gboolean *out, char **why);
 /* One of a NULL-terminated list of words: its index. */

@@ -46,7 +46,7 @@ START_TEST(peeks_consume_nothing_for_every_algorithm)
     if (fixture_on_redis())
         ck_assert_int_eq(fixture_keys(), 0);
     else
-        ck_assert_uint_eq(sluice_testing_memory_keys("r"), 0);
+        ck_assert_uint_eq(sluice_testing_keys_held("r"), 0);
     /* a used key: peeks leave it as it was */
     ck_assert_int_eq(sluice_acquire("r", "k", 2, &d, NULL), SLUICE_ALLOWED);
     for (int i = 0; i < 5; i++)

@@ -275,7 +275,7 @@ START_TEST(denied_calls_and_peeks_store_no_key)
         sluice_acquire("user", key, 0, NULL, NULL);
         sluice_acquire("user", key, 2, NULL, NULL);
     }
-    ck_assert_uint_eq(sluice_testing_memory_keys("user"), 0);
+    ck_assert_uint_eq(sluice_testing_keys_held("user"), 0);
     sluice_shutdown();
 }
 END_TEST

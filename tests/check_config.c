@@ -32,7 +32,8 @@ typedef struct {
 #define SLUICE_KEYS                                                                                \
     "backend, redis, password_file, sentinel_password_file, key_prefix, timeout, on_error, "       \
     "reload, "                                                                                     \
-    "denial_cache, tls_ca_file, tls_cert_file, tls_key_file, tls_server_name"
+    "denial_cache, tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, shm, shm_size, "     \
+    "shm_mode"
 #define ALGORITHMS                                                                                 \
     "fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency or adaptive"
 #define REDIS_URLS "expected redis://[user:password@]host[:port][/db] or unix:///path.sock"
@@ -289,8 +290,30 @@ static const keyfile_case cases[] = {
             "[limit:a] per_key = 1: expected false or true"),
     REFUSED("on_error_other_than_allow_deny_local_is_refused", "[sluice]\non_error = ignore\n",
             "[sluice] on_error = ignore: expected allow, deny or local"),
-    REFUSED("backend_other_than_memory_or_redis_is_refused", "[sluice]\nbackend = postgres\n",
-            "[sluice] backend = postgres: expected memory or redis"),
+    REFUSED("backend_other_than_memory_redis_or_shm_is_refused", "[sluice]\nbackend = postgres\n",
+            "[sluice] backend = postgres: expected memory, redis or shm"),
+
+    /* ---- the shm backend's zone ---- */
+    REFUSED("shm_backend_without_a_zone_name_is_refused", "[sluice]\nbackend = shm\n",
+            "[sluice] backend = shm: needs the zone's name: shm = NAME"),
+    REFUSED("shm_name_with_a_slash_is_refused", "[sluice]\nbackend = shm\nshm = a/b\n",
+            "[sluice] shm = a/b: expected a name of letters, digits, '.', '_' and '-' (not "
+            "first), at most 200 bytes"),
+    REFUSED("shm_size_without_a_unit_it_knows_is_refused",
+            "[sluice]\nbackend = shm\nshm = app\nshm_size = 64MB\n",
+            "[sluice] shm_size = 64MB: not a size, e.g. 64M (units: K M G, 1K = 1024 bytes)"),
+    REFUSED("shm_size_under_a_megabyte_is_refused",
+            "[sluice]\nbackend = shm\nshm = app\nshm_size = 512K\n",
+            "[sluice] shm_size = 512K: too small; at least 1M"),
+    REFUSED("shm_size_over_64_gigabytes_is_refused",
+            "[sluice]\nbackend = shm\nshm = app\nshm_size = 65G\n",
+            "[sluice] shm_size = 65G: too large; at most 64G"),
+    REFUSED("shm_mode_that_lets_others_in_is_refused",
+            "[sluice]\nbackend = shm\nshm = app\nshm_mode = 0666\n",
+            "[sluice] shm_mode = 0666: expected 0600 (this user only) or 0660 (and the zone "
+            "file's group)"),
+    REFUSED("shm_keys_with_another_backend_are_refused", "[sluice]\nbackend = redis\nshm = app\n",
+            "[sluice] shm: applies only to backend = shm"),
     REFUSED("reload_other_than_true_or_false_is_refused", "[sluice]\nreload = maybe\n",
             "[sluice] reload = maybe: expected false or true"),
 

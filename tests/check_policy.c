@@ -649,14 +649,15 @@ int main(void)
     tcase_add_loop_test(t, retry_after_is_read_in_both_forms_and_nonsense_refused, 0,
                         (int)G_N_ELEMENTS(retry_after_cases));
     tcase_add_test(t, retry_after_refuses_what_is_not_a_header);
-    /* another process shares the limits only on Redis */
     if (fixture_on_redis() && !fixture_on_cluster() && !fixture_on_sentinel()) /* one server */
         tcase_add_test(t, an_unblocked_decision_costs_no_redis_command_more);
-    if (fixture_on_redis()) {
+    /* another process shares the limits only on Redis and in a zone */
+    if (fixture_on_redis() || fixture_on_shm()) {
         tcase_add_test(t, a_block_made_by_another_process_is_seen_at_once);
         tcase_add_test(t, a_penalty_made_by_another_process_is_seen_at_once);
-        tcase_add_test(t, a_block_lifted_by_another_process_is_seen_at_once_with_the_denial_cache);
     }
+    if (fixture_on_redis()) /* the denial cache is a Redis backend's */
+        tcase_add_test(t, a_block_lifted_by_another_process_is_seen_at_once_with_the_denial_cache);
     suite_add_tcase(s, t);
     return fixture_run(s);
 }

@@ -265,7 +265,7 @@ START_TEST(per_key_limits_admit_exactly_each_keys_capacity_under_contention)
         ck_assert_uint_eq(s.allowed, (guint64)(KEYS * cases[c].admits));
         ck_assert_uint_eq(s.denied,
                           (guint64)(THREADS * CALLS_PER_KEY * KEYS - KEYS * cases[c].admits));
-        ck_assert_uint_eq(sluice_testing_memory_keys("x"), KEYS);
+        ck_assert_uint_eq(sluice_testing_keys_held("x"), KEYS);
         for (guint k = 0; k < KEYS; k++) {
             ck_assert_msg(key_admitted[k] == cases[c].admits,
                           "%s: key %u: %d admitted, expected %d", cases[c].rule, k, key_admitted[k],
@@ -323,7 +323,7 @@ START_TEST(keys_that_come_and_go_leave_the_others_exact)
     for (guint k = 0; k < KEYS; k++)
         ck_assert_int_eq(key_admitted[k], KEY_CAPACITY);
     /* the kept keys: the callers', and half of each churner's */
-    ck_assert_uint_eq(sluice_testing_memory_keys("x"), KEYS + G_N_ELEMENTS(churners) * CHURNED / 2);
+    ck_assert_uint_eq(sluice_testing_keys_held("x"), KEYS + G_N_ELEMENTS(churners) * CHURNED / 2);
     sluice_shutdown();
 }
 END_TEST

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* warmup = DURATION on token_bucket and gcra: Guava's SmoothWarmingUp with cold
- * factor 3, on an injected clock, on the memory backend and on Redis (lua/). From cold a caller
- * asking as fast as it can gets warmup / (2T) permits in the first warmup, then 1/T; exact answers
- * of the first calls; cold again after idling for warmup; the edges Guava got wrong (warmup = 0,
- * guava#2730; sparse traffic that never warmed, guava#3552); what the keyfile
- * refuses; and a randomized differential test of the arithmetic against a reference
- * in exact fractions. */
+ * factor 3, on an injected clock, on the memory and shm backends and on Redis (lua/). From cold a
+ * caller asking as fast as it can gets warmup / (2T) permits in the first warmup, then 1/T; exact
+ * answers of the first calls; cold again after idling for warmup; the edges Guava got wrong (warmup
+ * = 0, guava#2730; sparse traffic that never warmed, guava#3552); what the keyfile refuses; and a
+ * randomized differential test of the arithmetic against a reference in exact fractions. */
 #include <string.h>
 
 #include "algorithm.h"
@@ -71,6 +70,36 @@ START_TEST(the_first_answers_from_cold_are_exact)
     ck_acquire_at(S + 300 * MS, "w", NULL, 1, FALSE, 10, 0, 260, 560);
     /* more than the capacity never passes */
     ck_acquire("w", NULL, 11, FALSE, 10, 0, -1, 560);
+    sluice_shutdown();
+}
+END_TEST
+
+/* A reload that adds a warm-up keeps the state another way: the limit starts afresh,
+ * cold (on Redis too: the warm-up's state is a key of its own); in process one that
+ * removes it starts afresh as well (the memory store's shape, the shm zone's gen). */
+START_TEST(a_reload_that_adds_or_removes_warmup_starts_afresh)
+{
+#define PLAIN "[sluice]\nreload = false\n[limit:w]\nalgorithm = %s\nlimit = 10\nwindow = 1s\n"
+    g_autofree char *before = g_strdup_printf(PLAIN, algorithms[_i]);
+    g_autofree char *warm = g_strdup_printf(PLAIN "warmup = 2s\n", algorithms[_i]);
+#undef PLAIN
+    g_autofree char *c0 = fixture_contents(before), *c1 = fixture_contents(warm);
+    fixture_clock_start(S);
+    fixture_flush();
+    g_autofree char *path = fixture_write_keyfile(c0);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
+    ck_assert_int_eq(sluice_acquire("w", "k", 10, NULL, NULL), SLUICE_ALLOWED);
+    ck_acquire("w", "k", 1, FALSE, 10, 0, 100, 1000);
+    ck_assert(g_file_set_contents(path, c1, -1, NULL));
+    ck_assert_msg(sluice_reload(&error), "%s", error ? error->message : "");
+    ck_acquire("w", "k", 1, TRUE, 10, 0, -1, 590); /* new and cold: free at once */
+    ck_acquire("w", "k", 1, FALSE, 10, 0, 290, 590);
+    if (!fixture_on_redis()) {
+        ck_assert(g_file_set_contents(path, c0, -1, NULL));
+        ck_assert_msg(sluice_reload(&error), "%s", error ? error->message : "");
+        ck_acquire("w", "k", 10, TRUE, 10, 0, -1, 1000); /* a full bucket again */
+    }
     sluice_shutdown();
 }
 END_TEST
@@ -341,6 +370,7 @@ int main(void)
     tcase_add_loop_test(curve, from_cold_a_caller_gets_warmup_over_2t_then_the_full_rate, 0, 2);
     tcase_add_loop_test(curve, the_first_answers_from_cold_are_exact, 0, 2);
     tcase_add_loop_test(curve, several_permits_cost_their_sum, 0, 2);
+    tcase_add_loop_test(curve, a_reload_that_adds_or_removes_warmup_starts_afresh, 0, 2);
     tcase_add_loop_test(curve, idle_for_warmup_it_is_cold_again, 0, 2);
     tcase_add_loop_test(curve, sparse_traffic_warms_up, 0, 2);
     tcase_add_loop_test(curve, warmup_0_is_no_warmup_and_still_limits, 0, 2);

@@ -16,7 +16,8 @@ static const cli_spec spec = {
     "Prints allowed=1 limit=5 remaining=4 retry_after_ms=-1 reset_after_ms=2000,\n"
     "or with --json {\"allowed\":true,\"limit\":5,...}. The permits are taken as a\n"
     "decorated call would take them (the rule's wait applies, in real time), and\n"
-    "concurrency permits are held until their lease expires. With backend = memory\n"
+    "concurrency permits are held until their lease expires (with backend = shm,\n"
+    "until this command exits: its process holds them). With backend = memory\n"
     "the limit lives in this process only, so the answer is a first call's.\n\n"
     "Exit status: 0 allowed, 1 denied, 2 bad arguments or keyfile, 3 the backend failed.",
 };

@@ -25,6 +25,7 @@ int cli_reset(char **argv);
 int cli_replay(char **argv);
 int cli_block(char **argv);
 int cli_penalize(char **argv);
+int cli_zone(char **argv);
 
 /* A subcommand's command line. */
 typedef struct {

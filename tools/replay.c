@@ -344,7 +344,9 @@ static gboolean reset_all(replay *r, GError **error)
 
 /* A copy of the keyfile at path for the replay: its own key prefix (the keyfile's
  * followed by "replay-RANDOM:"), so that it never touches the service's limits,
- * and no watching. Returns the copy's path, or NULL and *error. */
+ * and no watching; a zone's limits (backend = shm) are replayed in this process
+ * (backend = memory: the same answers). Returns the copy's path, or NULL and
+ * *error. */
 static char *throwaway_copy(const char *path, GError **error)
 {
     g_autoptr(GKeyFile) keyfile = cli_keyfile_load(path, error);
@@ -355,6 +357,13 @@ static char *throwaway_copy(const char *path, GError **error)
         "%sreplay-%08x%08x:", prefix ? prefix : "sluice:", g_random_int(), g_random_int());
     g_key_file_set_value(keyfile, "sluice", "key_prefix", unique);
     g_key_file_set_value(keyfile, "sluice", "reload", "false");
+    g_autofree char *backend = cli_keyfile_value(keyfile, "sluice", "backend");
+    if (g_strcmp0(backend, "shm") == 0) {
+        g_key_file_set_value(keyfile, "sluice", "backend", "memory");
+        for (const char *const *k = (const char *const[]){"shm", "shm_size", "shm_mode", NULL}; *k;
+             k++)
+            g_key_file_remove_key(keyfile, "sluice", *k, NULL);
+    }
     char *copy = NULL;
     int fd = g_file_open_tmp("sluice-replay-XXXXXX.ini", &copy, error);
     if (fd < 0)
@@ -402,7 +411,8 @@ static const cli_spec spec = {
     "would have refused it), then one line per name:\n"
     "  summary NAME calls=C admitted=A denied=D permits_admitted=P permits_denied=Q\n"
     "(and shadow_denied=S, the calls that were, for those rules).\n"
-    "On Redis the replay uses its own key prefix and deletes its keys at the end.\n"
+    "On Redis the replay uses its own key prefix and deletes its keys at the end;\n"
+    "a zone's limits (backend = shm) are replayed in this process, not in the zone.\n"
     "With --compare the trace is replayed against each keyfile in turn, each\n"
     "replay's lines after a line '# replay of KEYFILE'. With --svg the decisions\n"
     "are also drawn: per limit, admitted and denied permits over time, one panel\n"

@@ -13,7 +13,8 @@ static const cli_spec spec = {
     "Forgets the state of the limit NAME for one key, so that it is full again.",
     "Without --key it is the state of calls without a key (the only one of a rule\n"
     "with per_key = false). On Redis the limit's keys are deleted; concurrency\n"
-    "permits held are dropped. Other keys keep their state. With backend = memory\n"
+    "permits held are dropped. Other keys keep their state. With backend = shm it\n"
+    "is reset in the zone, for every process using it. With backend = memory\n"
     "every process keeps its own limits, so there is nothing to reset from here.\n"
     "Prints nothing.\n\n"
     "Exit status: 0 done, 2 bad arguments or keyfile, 3 the backend failed.",

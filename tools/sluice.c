@@ -19,6 +19,7 @@ static const command commands[] = {
     {"block", "deny every call of a key for a while, on every process", cli_block},
     {"penalize", "take permits of a key without a call, so that it waits longer", cli_penalize},
     {"replay", "replay a traffic trace against a keyfile in virtual time", cli_replay},
+    {"zone", "show what a keyfile's shared-memory zone holds, or remove it", cli_zone},
 };
 
 static const command *find_command(const char *name)

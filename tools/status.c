@@ -158,9 +158,11 @@ static const cli_spec spec = {
     "controller=C min_limit=N max_limit=M; its limit= is\n"
     "the current limit of the process that reads it.\n"
     "It is read with a peek (permits = 0), which consumes nothing. With backend =\n"
-    "memory every process keeps its own limits, and an adaptive rule's limit is\n"
-    "always its own process's, so this shows a fresh state (a running process\n"
-    "shows its adaptive limits in sluice_stats_get and sluice_adaptive_limit).\n\n"
+    "shm it is the zone's state, which every process using it shares (sluice zone\n"
+    "shows the zone itself); with backend = memory every process keeps its own\n"
+    "limits, so this shows a fresh state. An adaptive rule's limit is always its\n"
+    "own process's (a running process shows its adaptive limits in\n"
+    "sluice_stats_get and sluice_adaptive_limit).\n\n"
     "Exit status: 0 done, 2 bad arguments or keyfile, 3 the backend failed.",
 };
 

@@ -92,6 +92,34 @@ SLUICE_API guint sluice_rule_bands(const char *name, sluice_band_info *out, guin
  * failure SLUICE_ERROR_BACKEND. */
 SLUICE_API gboolean sluice_reset(const char *name, const char *key, GError **error);
 
+/** The shared-memory zone of a keyfile with backend = shm, as sluice_zone_get
+ * reports it (docs/shm.md). */
+typedef struct {
+    char name[256];     /**< its name: the keyfile's `shm`                             */
+    char path[256];     /**< its file: /dev/shm/sluice-NAME                            */
+    gint64 size;        /**< its bytes, fixed when it was made                         */
+    gint64 capacity;    /**< the most per-key states it holds (a band of a key is one) */
+    gint64 keys;        /**< states it holds now                                       */
+    guint64 evictions;  /**< states not yet back at full capacity that it gave up to
+                         * make room, since it was made                               */
+    gint64 chunks;      /**< chunks for sliding_log and concurrency runs (3 each)      */
+    gint64 chunks_free; /**< of them, free now                                         */
+    guint processes;    /**< processes attached to it now                              */
+    guint64 repairs;    /**< locks of it taken over from a process that died holding
+                         * them (what it was changing undone or finished), since made */
+} sluice_zone_info;
+
+/** Fills *out with what the zone of the running keyfile holds now. FALSE with
+ * *error before sluice_init (SLUICE_ERROR_NOT_INITIALIZED) and when the keyfile's
+ * backend is not shm (SLUICE_ERROR_INVALID_ARGUMENT). */
+SLUICE_API gboolean sluice_zone_get(sluice_zone_info *out, GError **error);
+
+/** Removes the zone called name (the keyfile's `shm`): processes that have it
+ * attached keep theirs until they detach, and the next process to attach makes a
+ * new, empty one. FALSE with *error when there is no such zone
+ * (SLUICE_ERROR_INVALID_ARGUMENT) or it cannot be removed (SLUICE_ERROR_IO). */
+SLUICE_API gboolean sluice_zone_remove(const char *name, GError **error);
+
 G_END_DECLS
 
 #endif

@@ -105,8 +105,34 @@ test_redis *fixture_redis(void)
     return redis;
 }
 
+gboolean fixture_on_shm(void)
+{
+    return g_strcmp0(g_getenv("SLUICE_TEST_BACKEND"), "shm") == 0;
+}
+
+static void remove_zone(void)
+{
+    sluice_zone_remove(fixture_zone_name(), NULL);
+}
+
+const char *fixture_zone_name(void)
+{
+    static char name[64];
+    static pid_t named;
+    if (named != getpid()) { /* each test is a process of its own */
+        if (named == 0)
+            atexit(remove_zone);
+        named = getpid();
+        g_snprintf(name, sizeof name, "test-%d", (int)named);
+    }
+    return name;
+}
+
 char *fixture_contents(const char *contents)
 {
+    if (fixture_on_shm()) /* a test's own [sluice] comes after, its values last */
+        return g_strdup_printf("[sluice]\nbackend = shm\nshm = %s\nshm_size = 8M\n%s",
+                               fixture_zone_name(), contents);
     if (!redis && !cluster)
         return g_strdup(contents);
     /* GKeyFile merges a second [sluice] group of the test's into this one, its
@@ -131,6 +157,8 @@ char *fixture_contents(const char *contents)
 
 void fixture_flush(void)
 {
+    if (fixture_on_shm())
+        remove_zone();
     if (redis) {
         test_redis_resume(redis); /* a test that failed while it was paused */
         redisReply *r = test_redis_command(redis, "FLUSHALL");

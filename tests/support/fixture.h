@@ -20,14 +20,21 @@ char *fixture_contents(const char *contents);
  * and that server is flushed first. */
 void fixture_init(const char *contents);
 
-/* Empties the suite's redis-server, or every master of its Cluster (nothing on
- * memory). */
+/* Empties the suite's redis-server, or every master of its Cluster, or removes the
+ * test's zone (nothing on memory). */
 void fixture_flush(void);
 
 /* SIGSTOP / SIGCONT the suite's redis-server, or every master of its Cluster: Redis
  * that hangs, and comes back. */
 void fixture_pause(void);
 void fixture_resume(void);
+
+/* TRUE when SLUICE_TEST_BACKEND=shm: keyfiles name a zone of this test's own
+ * (fixture_zone_name), made afresh by each fixture_init and removed when the test
+ * ends. */
+gboolean fixture_on_shm(void);
+/* The zone of the running test: "test-PID" (/dev/shm/sluice-test-PID). */
+const char *fixture_zone_name(void);
 
 /* TRUE when SLUICE_TEST_BACKEND=redis: fixture_run starts a redis-server (or
  * =cluster, =sentinel, =tls, below). */
