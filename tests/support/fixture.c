@@ -150,9 +150,10 @@ char *fixture_contents(const char *contents)
                            : tls     ? test_tls_url(redis)
                                      : test_redis_url(redis);
     g_autofree char *trust = ca ? g_strdup_printf("tls_ca_file = %s\n", ca) : g_strdup("");
-    return g_strdup_printf(
-        "[sluice]\nbackend = redis\nredis = %s\n%stimeout = 2s\ndenial_cache = false\n%s", url,
-        trust, contents);
+    /* 2 s a call, stretched as the suites' bounds are under sanitizers and valgrind */
+    return g_strdup_printf("[sluice]\nbackend = redis\nredis = %s\n%stimeout = %" G_GINT64_FORMAT
+                           "s\ndenial_cache = false\n%s",
+                           url, trust, 2 * fixture_time_scale(), contents);
 }
 
 void fixture_flush(void)
