@@ -24,6 +24,7 @@
 #include "redis/resp.h"
 #include "redis/socket.h"
 #include "redis/tls.h"
+#include "secret.h"
 
 /* ---- the transport ---------------------------------------------------------------------- */
 
@@ -238,6 +239,7 @@ redisReply *sluice__redis_conn_command(const sluice__redis_endpoint *e, sluice__
     char *cmd = sluice__redis_format_in(small, sizeof small, argc, argv, &len);
     int saved_errno = 0;
     sluice__redis_outcome o = sluice__redis_send(t, deadline, cmd, len, &saved_errno);
+    sluice__secret_wipe(cmd, len); /* it may be an AUTH with the password */
     if (cmd != small)
         g_free(cmd);
     void *r = NULL;
