@@ -309,7 +309,7 @@ gboolean sluice__redis_call_verdict(const sluice__redis_call *c, const redisRepl
         *why = "unexpected reply";
         return FALSE;
     }
-    gint64 n[8];
+    gint64 n[8] = {0}; /* all set below (3 to 8); GCC under ASan cannot tell */
     for (size_t i = 0; i < reply->elements; i++) {
         if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
             *why = "reply is not integers";
