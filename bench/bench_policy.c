@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* bench_policy: what per-key policy costs a decision it does not concern: blocks
- * (sluice_block) on the memory backend and on Redis, next to the same decisions with no
- * block anywhere, and overrides on the memory backend, next to a limit without them;
- * each in the same run as its baseline.
+ * (sluice_block) on the memory backend, in a shared-memory zone (shm) and on Redis, next
+ * to the same decisions with no block anywhere, and overrides in process (memory, shm),
+ * next to a limit without them; each in the same run as its baseline.
  *
  * Blocks: for each algorithm, one thread calls sluice_acquire on KEYS keys of a limit
  * that never denies, in turn (concurrency: an acquire and its release). OTHER_KEYS other
@@ -10,10 +10,11 @@
  * an hour, in the rounds "baseline" they are not (their blocks lifted, their states
  * kept), so the two differ by the blocks alone. A limit with per_key = false has no
  * other keys: its "blocked" rounds come after a block of the whole limit that has ended.
- * memory: ns per decision, the median batch of BATCH calls of a round that lasts
- * MEMORY_ROUND_NS. Redis (a redis-server started on a free loopback port): the commands
- * the scripts ran per decision and the µs Redis spent in the scripts' calls per decision
- * (INFO commandstats, reset before each round), and the median round trip.
+ * memory and shm (a zone of the run's own, removed after): ns per decision, the median
+ * batch of BATCH calls of a round that lasts MEMORY_ROUND_NS. Redis (a redis-server
+ * started on a free loopback port): the commands the scripts ran per decision and the
+ * µs Redis spent in the scripts' calls per decision (INFO commandstats, reset before
+ * each round), and the median round trip.
  *
  * Overrides: a fixed_window limit with OVERRIDES overrides next to the same limit
  * without, for keys without an override and keys with one, and next to the reference:
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <glib.h>
 #include <sluice/sluice.h>
@@ -142,7 +144,7 @@ static void lay_out(guint l)
             sluice_release(limits[l].name, others[i], 1);
 }
 
-/* ---- the memory backend ------------------------------------------------------------- */
+/* ---- in process (memory, shm) ---------------------------------------------------------- */
 
 /* ns per operation in the median batch of one round of op(data, i). */
 static double timed_round(void (*op)(gconstpointer, guint64), gconstpointer data)
@@ -176,7 +178,7 @@ static const char *verdict(double base, double blocked)
     return blocked <= base * (1 + TARGET_PERCENT / 100) ? "PASS" : "MISS";
 }
 
-/* ---- overrides (memory backend) ------------------------------------------------------ */
+/* ---- overrides (in process) ------------------------------------------------------------ */
 
 /* The rules, and two limits alike but for OVERRIDES overrides of one. */
 static char *rules_with_overrides(void)
@@ -210,17 +212,17 @@ static void call_and_lookup(gconstpointer data, guint64 i)
 /* A decision on a limit with OVERRIDES overrides next to the same on a limit without,
  * for keys without one and with one, and next to the reference: the same limit
  * without, and one lookup in a table of as many keys. */
-static void bench_overrides(void)
+static void bench_overrides(const char *backend)
 {
     GHashTable *table = g_hash_table_new(g_str_hash, g_str_equal);
     for (guint i = 0; i < OVERRIDES; i++)
         g_hash_table_add(table, overridden[i]);
-    printf("\nmemory backend, overrides: ns per decision of a fixed_window limit with %d "
+    printf("\n%s backend, overrides: ns per decision of a fixed_window limit with %d "
            "overrides, next to\nthe same limit without (none) and without with a "
            "g_hash_table_lookup of the key in a table\nof %d keys after each decision "
            "(none + lookup); median of %d rounds; the difference: the\nmedian of each "
            "round's overrides - none\n%-22s %8s %13s %10s %11s  %s\n",
-           OVERRIDES, OVERRIDES, MEMORY_ROUNDS, "keys decided", "none", "none + lookup",
+           backend, OVERRIDES, OVERRIDES, MEMORY_ROUNDS, "keys decided", "none", "none + lookup",
            "overrides", "difference", "target");
     static const char *const rows[] = {"without an override", "each with its own"};
     for (guint row = 0; row < G_N_ELEMENTS(rows); row++) {
@@ -246,15 +248,22 @@ static void bench_overrides(void)
     g_hash_table_destroy(table);
 }
 
-static void bench_memory(void)
+/* The rows decided in process, on backend "memory" or "shm" (a zone of this run's own,
+ * removed after). */
+static void bench_in_process(const char *backend)
 {
     GError *error = NULL;
-    g_autofree char *ini = rules_with_overrides();
+    gboolean shm = strcmp(backend, "shm") == 0;
+    g_autofree char *zone = g_strdup_printf("bench-policy-%d", (int)getpid());
+    g_autofree char *all = rules_with_overrides();
+    g_autofree char *ini =
+        shm ? g_strdup_printf("[sluice]\nbackend = shm\nshm = %s\nshm_size = 64M\n%s", zone, all)
+            : g_strdup(all);
     must(bench_init(ini, &error), &error);
-    printf("\nmemory backend: ns per decision (the median batch of %d calls; median of %d rounds;"
+    printf("\n%s backend: ns per decision (the median batch of %d calls; median of %d rounds;"
            "\nthe difference: the median of each pair of rounds' ratio)\n"
            "%-30s %10s %10s %11s  %s\n",
-           BATCH, MEMORY_ROUNDS, "limit", "baseline", "blocked", "difference", "target");
+           backend, BATCH, MEMORY_ROUNDS, "limit", "baseline", "blocked", "difference", "target");
     for (guint l = 0; l < LIMITS; l++) {
         double base[MEMORY_ROUNDS], blocked[MEMORY_ROUNDS], ratio[MEMORY_ROUNDS];
         lay_out(l);
@@ -271,8 +280,10 @@ static void bench_memory(void)
                bench_median(base, MEMORY_ROUNDS), bench_median(blocked, MEMORY_ROUNDS),
                (x - 1) * 100, verdict(1, x));
     }
-    bench_overrides();
+    bench_overrides(backend);
     sluice_shutdown();
+    if (shm)
+        must(sluice_zone_remove(zone, &error), &error);
 }
 
 /* ---- Redis ----------------------------------------------------------------------------- */
@@ -396,8 +407,8 @@ int main(int argc, char **argv)
         others[i] = g_strdup_printf("other-%u", i);
     for (guint i = 0; i < OVERRIDES; i++)
         overridden[i] = g_strdup_printf("partner-%u", i);
-    const char *only = argc > 1 ? argv[1] : NULL; /* "memory" or "redis" */
-    bench_print_version("memory and redis");
+    const char *only = argc > 1 ? argv[1] : NULL; /* "memory", "shm" or "redis" */
+    bench_print_version("memory, shm and redis");
     g_autofree char *load = bench_load_average();
     printf("What blocks cost a decision that is not blocked: %d keys decided in turn, with %d "
            "other keys\nof the limit not blocked (baseline) and blocked for an hour (blocked); "
@@ -406,7 +417,9 @@ int main(int argc, char **argv)
            "baseline's.\n",
            KEYS, OTHER_KEYS, load, TARGET_PERCENT);
     if (!only || strcmp(only, "memory") == 0)
-        bench_memory();
+        bench_in_process("memory");
+    if (!only || strcmp(only, "shm") == 0)
+        bench_in_process("shm");
     if (!only || strcmp(only, "redis") == 0)
         bench_redis();
     for (guint i = 0; i < KEYS; i++)
