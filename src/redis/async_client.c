@@ -27,6 +27,7 @@
 #include <gio/gio.h>
 #include <poll.h>
 #include <pthread.h>
+#include <string.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -59,6 +60,7 @@ typedef struct {
                               * owner's paused */
     sluice__decided_func done;
     gpointer data;
+    gpointer next_free;      /* in its thread's pool, once ended */
     sluice__redis_call call; /* written once, sent again as it is (only named anew) */
 } request;
 
@@ -76,6 +78,44 @@ static gboolean is_step(gconstpointer p)
 }
 
 typedef enum { RESOLVING, CONNECTING, HANDSHAKE, READY, CLOSED } stage;
+
+/* What a connection awaits replies for, in the order sent: a ring that grows, so that
+ * a call takes no link of a list. */
+typedef struct {
+    gpointer *at;
+    guint head, len, size; /* size: 0, or a power of 2 */
+} ring;
+
+static void ring_push(ring *q, gpointer p)
+{
+    if (q->len == q->size) {
+        guint size = q->size ? 2 * q->size : 64;
+        gpointer *at = g_new(gpointer, size);
+        for (guint i = 0; i < q->len; i++)
+            at[i] = q->at[(q->head + i) & (q->size - 1)];
+        g_free(q->at);
+        q->at = at;
+        q->head = 0;
+        q->size = size;
+    }
+    q->at[(q->head + q->len++) & (q->size - 1)] = p;
+}
+
+/* The oldest, taken out; NULL when there is none. */
+static gpointer ring_pop(ring *q)
+{
+    if (q->len == 0)
+        return NULL;
+    gpointer p = q->at[q->head];
+    q->head = (q->head + 1) & (q->size - 1);
+    q->len--;
+    return p;
+}
+
+static gpointer ring_nth(const ring *q, guint i)
+{
+    return q->at[(q->head + i) & (q->size - 1)];
+}
 
 /* Freed when closed and no step of its own is running (refs). */
 struct connection {
@@ -97,7 +137,7 @@ struct connection {
     short wait;                 /* what the handshake or receiving waits for */
     short send_wait;            /* what sending the rest of out waits for */
     GByteArray *out;            /* written, not sent */
-    GQueue awaited;             /* request *, or a setup step, in the order sent */
+    ring awaited;               /* request *, or a setup step, in the order sent */
     guint asked;                /* the library's asks on it (redis/library.h) */
 };
 
@@ -150,6 +190,50 @@ static sluice__redis_async *async_of(sluice__redis_node *node)
 
 /* ---- one decision ------------------------------------------------------------------- */
 
+/* The requests of this thread that ended, for its next calls (a call allocates nothing
+ * once as many are out as will be): at most POOL_MAX, freed with the thread. */
+#define POOL_MAX 1024
+
+typedef struct {
+    request *free;
+    guint n;
+} pool;
+
+static void pool_free(gpointer p)
+{
+    pool *pl = p;
+    while (pl->free) {
+        request *r = pl->free;
+        pl->free = r->next_free;
+        g_free(r);
+    }
+    g_free(pl);
+}
+
+static GPrivate pool_key = G_PRIVATE_INIT(pool_free);
+
+static pool *pool_of_thread(void)
+{
+    pool *pl = g_private_get(&pool_key);
+    if (!pl) {
+        pl = g_new0(pool, 1);
+        g_private_set(&pool_key, pl);
+    }
+    return pl;
+}
+
+static request *request_new(void)
+{
+    pool *pl = pool_of_thread();
+    request *r = pl->free;
+    if (!r)
+        return g_new0(request, 1);
+    pl->free = r->next_free;
+    pl->n--;
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
 static void request_free(request *r)
 {
     if (r->timer) {
@@ -157,7 +241,14 @@ static void request_free(request *r)
         g_source_unref(r->timer);
     }
     sluice__redis_call_clear(&r->call);
-    g_free(r);
+    pool *pl = pool_of_thread();
+    if (pl->n >= POOL_MAX) {
+        g_free(r);
+        return;
+    }
+    r->next_free = pl->free;
+    pl->free = r;
+    pl->n++;
 }
 
 /* Ends the request once, with a verdict or a failure (which done takes). */
@@ -200,6 +291,7 @@ static void connection_unref(connection *c)
         return;
     g_main_context_unref(c->context);
     g_byte_array_unref(c->out);
+    g_free(c->awaited.at);
     g_free(c);
 }
 
@@ -243,7 +335,7 @@ static void connection_close(connection *c, GError *why)
     c->tls = NULL;
     c->fd = -1;
     gpointer p;
-    while ((p = g_queue_pop_head(&c->awaited))) {
+    while ((p = ring_pop(&c->awaited))) {
         if (is_step(p))
             continue;
         conclude(p, NULL, g_error_copy(why));
@@ -310,7 +402,7 @@ static void append_call(connection *c, request *r, sluice__redis_how how)
 {
     sluice__redis_call_use(&r->call, how);
     g_byte_array_append(c->out, (const guint8 *)r->call.data, (guint)r->call.len);
-    g_queue_push_tail(&c->awaited, r);
+    ring_push(&c->awaited, r);
 }
 
 static void append(connection *c, int argc, const char *const *argv, gpointer awaiting)
@@ -321,7 +413,7 @@ static void append(connection *c, int argc, const char *const *argv, gpointer aw
     g_byte_array_append(c->out, (const guint8 *)cmd, (guint)len);
     if (cmd != small)
         g_free(cmd);
-    g_queue_push_tail(&c->awaited, awaiting);
+    ring_push(&c->awaited, awaiting);
 }
 
 static connection *connection_for(sluice__redis_node *node, GMainContext *context);
@@ -477,7 +569,7 @@ static void library_answered(connection *c, gconstpointer step, const redisReply
 /* The reply to what heads c's queue. */
 static void answer(connection *c, redisReply *reply)
 {
-    gpointer p = g_queue_pop_head(&c->awaited);
+    gpointer p = ring_pop(&c->awaited);
     if (!p) {
         freeReplyObject(reply); /* nothing asked for it */
         return;
@@ -610,8 +702,8 @@ static void check_deadlines(connection *c)
 {
     gint64 now = g_get_monotonic_time(), earliest = -1;
     request *late = NULL;
-    for (GList *l = c->awaited.head; l; l = l->next) {
-        request *r = l->data;
+    for (guint i = 0; i < c->awaited.len; i++) {
+        request *r = ring_nth(&c->awaited, i);
         if (is_step(r) || r->over)
             continue;
         if (r->deadline <= now && (!late || r->deadline < late->deadline))
@@ -746,7 +838,6 @@ static connection *connection_for(sluice__redis_node *node, GMainContext *contex
     c->fd = -1;
     c->armed = -1;
     c->out = g_byte_array_new();
-    g_queue_init(&c->awaited);
     c->source = g_source_new(&socket_funcs, sizeof(GSource) + sizeof(connection *));
     *(connection **)(c->source + 1) = c;
     /* GLib blocks a source that cannot recurse while it runs, which takes its fd out
@@ -790,7 +881,7 @@ static connection *connection_for(sluice__redis_node *node, GMainContext *contex
 
 sluice__redis_call *sluice__redis_async_call_new(void)
 {
-    request *r = g_new0(request, 1);
+    request *r = request_new();
     return &r->call;
 }
 
