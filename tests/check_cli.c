@@ -116,7 +116,7 @@ static void dels_per_master(gint64 *dels)
 /* ---- help ------------------------------------------------------------------------------- */
 
 static const char *const commands[] = {"lint",  "acquire",  "status", "reset",
-                                       "block", "penalize", "replay"};
+                                       "block", "penalize", "replay", "zone"};
 
 START_TEST(help_is_printed_for_the_command_and_each_subcommand)
 {
@@ -517,6 +517,48 @@ START_TEST(status_consumes_nothing_for_every_algorithm)
         g_autoptr(result) full = sluice("acquire", "-c", path, "r", "-k", "k", NULL);
         ck_assert_int_eq(full->status, 1);
     }
+}
+END_TEST
+
+/* ---- zone ----------------------------------------------------------------------------------- */
+
+/* sluice zone (shm): what the zone holds, one line or JSON, with what an acquire
+ * left in it; --remove removes its file, and a keyfile without a zone is refused. */
+START_TEST(zone_prints_what_the_zone_holds_and_removes_it)
+{
+    g_autofree char *path = keyfile(hourly);
+    g_autoptr(result) first = sluice("acquire", "-c", path, "api", "-k", "alice", NULL);
+    ck_assert_int_eq(first->status, 0);
+    g_autoptr(result) line = sluice("zone", "-c", path, NULL);
+    g_autofree char *head = g_strdup_printf(
+        "zone=%s path=/dev/shm/sluice-%s size=8388608 capacity=", fixture_zone_name(),
+        fixture_zone_name());
+    ck_assert_msg(line->status == 0 && g_str_has_prefix(line->out, head), "%s%s", line->out,
+                  line->err);
+    /* one state, none evicted, this command the one process attached */
+    ck_assert_msg(strstr(line->out, " keys=1 evictions=0 ") && strstr(line->out, " processes=1 ") &&
+                      g_str_has_suffix(line->out, "\n"),
+                  "%s", line->out);
+    gint64 per_key = g_ascii_strtoll(strstr(line->out, " bytes_per_key=") + 15, NULL, 10);
+    ck_assert_int_gt(per_key, 0);
+    ck_assert_int_le(per_key, 64);
+    g_autoptr(result) json = sluice("zone", "-c", path, "--json", NULL);
+    ck_assert_int_eq(json->status, 0);
+    ck_assert_msg(g_str_has_prefix(json->out, "{\"zone\":\"") && strstr(json->out, ",\"keys\":1,"),
+                  "%s", json->out);
+    g_autoptr(result) removed = sluice("zone", "-c", path, "--remove", NULL);
+    ck_run(removed, 0, "", "");
+    g_autofree char *file = g_strdup_printf("/dev/shm/sluice-%s", fixture_zone_name());
+    ck_assert(!g_file_test(file, G_FILE_TEST_EXISTS));
+    g_autoptr(result) again = sluice("zone", "-c", path, "--remove", NULL);
+    ck_assert_int_eq(again->status, 2);
+    ck_assert_str_eq(again->out, "");
+    ck_assert_str_ne(again->err, "");
+    g_autofree char *memory = fixture_write_keyfile(hourly);
+    g_autoptr(result) none = sluice("zone", "-c", memory, NULL);
+    g_autofree char *why = g_strdup_printf(
+        "sluice zone: %s: no zone; expected [sluice] backend = shm and shm = NAME\n", memory);
+    ck_run(none, 2, "", why);
 }
 END_TEST
 
@@ -953,6 +995,8 @@ int main(void)
     tcase_add_test(tc, replay_refuses_a_bad_line_naming_its_number);
     tcase_add_test(tc, replay_reads_permits_0_as_a_peek);
     tcase_add_test(tc, replay_decides_bands_as_the_api_does);
+    if (fixture_on_shm())
+        tcase_add_test(tc, zone_prints_what_the_zone_holds_and_removes_it);
     suite_add_tcase(s, tc);
     return fixture_run(s);
 }
