@@ -191,6 +191,53 @@ START_TEST(an_existing_zone_keeps_its_size)
 }
 END_TEST
 
+#define STARTERS 8
+
+/* STARTERS processes attach at the same moment to a zone that is not there yet:
+ * each one either makes it or waits until the one that does has made it whole;
+ * every one attaches, there is one zone, and the limit is shared exactly. */
+START_TEST(processes_that_start_at_once_make_one_zone)
+{
+    no_zone();
+    g_autofree char *path = zone_keyfile("1M", "", hourly);
+    struct {
+        gint ready, go, attached, admitted;
+    } *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(s != MAP_FAILED);
+    memset(s, 0, sizeof *s);
+    pid_t pids[STARTERS];
+    for (int p = 0; p < STARTERS; p++) {
+        pids[p] = fork();
+        ck_assert_int_ge(pids[p], 0);
+        if (pids[p] == 0) {
+            alarm(60);
+            g_atomic_int_inc(&s->ready);
+            while (!g_atomic_int_get(&s->go))
+                ; /* spin: they start within microseconds of each other */
+            if (sluice_init(path, NULL)) {
+                g_atomic_int_inc(&s->attached);
+                if (sluice_acquire("api", "k", 1, NULL, NULL) == SLUICE_ALLOWED)
+                    g_atomic_int_inc(&s->admitted);
+                sluice_shutdown();
+            }
+            _exit(0);
+        }
+    }
+    while (g_atomic_int_get(&s->ready) < STARTERS)
+        g_usleep(100);
+    g_atomic_int_set(&s->go, 1);
+    for (int p = 0; p < STARTERS; p++)
+        ck_assert_int_eq(waitpid(pids[p], NULL, 0), pids[p]);
+    ck_assert_int_eq(s->attached, STARTERS);
+    ck_assert_int_eq(s->admitted, 5); /* hourly's limit, once among them all */
+    munmap(s, sizeof *s);
+    zone_file_is(0600, 1 << 20);
+    init_ok(path);
+    ck_assert_int_eq(remaining("api", "k"), 0);
+    sluice_shutdown();
+}
+END_TEST
+
 /* ---- processes that share a zone -------------------------------------------------- */
 
 /* A child that has attached with keyfile `path`, has done then() (may be NULL)
@@ -806,6 +853,7 @@ int main(void)
     tcase_add_test(file, a_zone_of_another_layout_version_is_refused);
     tcase_add_test(file, a_truncated_zone_is_refused);
     tcase_add_test(file, an_existing_zone_keeps_its_size);
+    tcase_add_test(file, processes_that_start_at_once_make_one_zone);
     suite_add_tcase(s, file);
     TCase *shared = tcase_create("shared");
     tcase_set_timeout(shared, 120);
