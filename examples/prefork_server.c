@@ -22,13 +22,9 @@
 
 #define MAX_WORKERS 64
 
-static volatile sig_atomic_t stopping;
-
-static void stop(int sig)
-{
-    (void)sig;
-    stopping = 1;
-}
+/* The signals the master waits for (sigwaitinfo), blocked in it; the mask its
+ * workers get back. */
+static sigset_t watched, unwatched;
 
 /* ---- a worker ------------------------------------------------------------------- */
 
@@ -80,8 +76,7 @@ static void serve(int fd)
 /* A worker's life: accept and serve until told to stop. */
 static void work(int listener)
 {
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &unwatched, NULL); /* SIGTERM ends it */
     for (;;) {
         int fd = accept(listener, NULL, NULL);
         if (fd < 0)
@@ -145,24 +140,30 @@ int main(int argc, char **argv)
                zone.path);
     fflush(stdout);
 
-    struct sigaction on_stop = {.sa_handler = stop}; /* no SA_RESTART: waitpid returns */
-    sigaction(SIGTERM, &on_stop, NULL);
-    sigaction(SIGINT, &on_stop, NULL);
+    /* a worker's death and the master's stop are signals the master waits for,
+     * blocked so that none comes between a look and the wait (a handler and
+     * waitpid would wait for ever on a SIGTERM that came just before it) */
+    sigemptyset(&watched);
+    sigaddset(&watched, SIGCHLD);
+    sigaddset(&watched, SIGTERM);
+    sigaddset(&watched, SIGINT);
+    sigprocmask(SIG_BLOCK, &watched, &unwatched);
     pid_t pids[MAX_WORKERS];
     for (int i = 0; i < workers; i++)
         pids[i] = fork_worker(listener);
-    while (!stopping) {
+    for (int sig = 0; sig != SIGTERM && sig != SIGINT;) {
+        sig = sigwaitinfo(&watched, NULL);
         int status;
-        pid_t dead = waitpid(-1, &status, 0);
-        if (dead < 0)
-            continue; /* a signal: look at stopping again */
-        for (int i = 0; i < workers && !stopping; i++) {
-            if (pids[i] != dead)
-                continue;
-            fprintf(stderr, "prefork_server: worker %d died (%s %d); forking another\n", (int)dead,
-                    WIFSIGNALED(status) ? "signal" : "exit",
-                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-            pids[i] = fork_worker(listener);
+        pid_t dead;
+        while (sig == SIGCHLD && (dead = waitpid(-1, &status, WNOHANG)) > 0) {
+            for (int i = 0; i < workers; i++) {
+                if (pids[i] != dead)
+                    continue;
+                fprintf(stderr, "prefork_server: worker %d died (%s %d); forking another\n",
+                        (int)dead, WIFSIGNALED(status) ? "signal" : "exit",
+                        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                pids[i] = fork_worker(listener);
+            }
         }
     }
     for (int i = 0; i < workers; i++)

@@ -874,6 +874,7 @@ int main(void)
     suite_add_tcase(s, bounded);
 #ifdef SLUICE_PREFORK_SERVER
     TCase *example = tcase_create("example");
+    tcase_set_timeout(example, 30); /* a server, its workers and 20 connections */
     tcase_add_test(example, the_prefork_example_shares_each_limit_among_its_workers);
     suite_add_tcase(s, example);
 #endif
