@@ -23,10 +23,16 @@
 static sluice__backend *backend; /* atomic */
 static sluice__backend *local;   /* atomic: the memory backend */
 
+/* A give-back increments `releases`, then wakes `wake` only when a thread sleeps on it
+ * for one (`sleepers`): a waiter counts itself and reads `releases` under wake_lock,
+ * a give-back writes `releases` and reads `sleepers` (all sequentially consistent),
+ * so one of the two sees the other, and a release with no one waiting takes no lock
+ * and makes no system call. */
 static GMutex wake_lock; /* with `wake`: waiters sleep here until due or given back */
 static GCond wake;
-static guint64 releases; /* under wake_lock: counts give-backs, so none is missed */
-static sluice__engine_release_func release_hook; /* under wake_lock */
+static guint64 releases;                         /* atomic: counts give-backs    */
+static gint sleepers;                            /* atomic: threads that wait for one */
+static sluice__engine_release_func release_hook; /* atomic */
 
 static gint denial_cache_on = TRUE; /* atomic: [sluice] denial_cache */
 
@@ -330,10 +336,7 @@ void sluice__engine_ask_async(sluice__limiter *limiter, const sluice__rule *rule
 
 guint64 sluice__engine_releases(void)
 {
-    g_mutex_lock(&wake_lock);
-    guint64 n = releases;
-    g_mutex_unlock(&wake_lock);
-    return n;
+    return __atomic_load_n(&releases, __ATOMIC_SEQ_CST);
 }
 
 /* Sleeps until `until` (monotonic µs), or until permits are given back after the
@@ -348,8 +351,13 @@ static void sleep_until(gint64 until, const guint64 *seen, sluice__backend *shar
         return;
     }
     g_mutex_lock(&wake_lock);
-    while (!(seen && releases != *seen) && g_get_monotonic_time() < until)
+    if (seen)
+        __atomic_add_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
+    while (!(seen && __atomic_load_n(&releases, __ATOMIC_SEQ_CST) != *seen) &&
+           g_get_monotonic_time() < until)
         g_cond_wait_until(&wake, &wake_lock, until);
+    if (seen)
+        __atomic_sub_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
     g_mutex_unlock(&wake_lock);
 }
 
@@ -542,11 +550,13 @@ int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 per
 /* Wakes callers waiting for calls in flight to end (concurrency, adaptive). */
 static void released(void)
 {
-    g_mutex_lock(&wake_lock);
-    releases++;
-    g_cond_broadcast(&wake);
-    sluice__engine_release_func hook = release_hook;
-    g_mutex_unlock(&wake_lock);
+    __atomic_add_fetch(&releases, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) > 0) {
+        g_mutex_lock(&wake_lock);
+        g_cond_broadcast(&wake);
+        g_mutex_unlock(&wake_lock);
+    }
+    sluice__engine_release_func hook = __atomic_load_n(&release_hook, __ATOMIC_ACQUIRE);
     if (hook)
         hook();
 }
@@ -592,9 +602,7 @@ void sluice__engine_fork_unlock(void)
 
 void sluice__engine_on_release(sluice__engine_release_func hook)
 {
-    g_mutex_lock(&wake_lock);
-    release_hook = hook;
-    g_mutex_unlock(&wake_lock);
+    __atomic_store_n(&release_hook, hook, __ATOMIC_RELEASE);
 }
 
 /* What a per-key policy call (penalty, block) finds to do. */
@@ -706,10 +714,7 @@ gboolean sluice__engine_reset(sluice__limiter *limiter, const char *key, GError 
         return FALSE;
     sluice__denial_cache_forget(g_atomic_pointer_get(&limiter->denials), key);
     sluice__prefetch_forget(g_atomic_pointer_get(&limiter->prefetched), key);
-    g_mutex_lock(&wake_lock); /* a reset frees concurrency permits too */
-    releases++;
-    g_cond_broadcast(&wake);
-    g_mutex_unlock(&wake_lock);
+    released(); /* a reset frees concurrency permits too */
     return TRUE;
 }
 
