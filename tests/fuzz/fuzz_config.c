@@ -15,15 +15,25 @@
 static void check_rule(const char *name, const sluice__rule *r, const sluice__config *c)
 {
     FUZZ_ASSERT(*name && g_utf8_validate(name, -1, NULL), "rule name");
-    FUZZ_ASSERT(r->algorithm >= SLUICE__FIXED_WINDOW && r->algorithm <= SLUICE__CONCURRENCY,
+    FUZZ_ASSERT(r->algorithm >= SLUICE__FIXED_WINDOW && r->algorithm < SLUICE__ALGORITHMS,
                 "[limit:%s] algorithm %d", name, r->algorithm);
     FUZZ_ASSERT(r->on_error == c->on_error, "[limit:%s] on_error", name);
     FUZZ_ASSERT(r->shadow == TRUE || r->shadow == FALSE, "[limit:%s] shadow", name);
     FUZZ_ASSERT(r->per_key == TRUE || r->per_key == FALSE, "[limit:%s] per_key", name);
     FUZZ_ASSERT(r->limit >= 1 && r->limit <= SLUICE__MAX_PERMITS, "[limit:%s] limit", name);
     FUZZ_ASSERT(r->burst >= 1 && r->burst <= SLUICE__MAX_PERMITS, "[limit:%s] burst", name);
-    FUZZ_ASSERT(r->window_us >= 1000 && r->window_us <= SLUICE__MAX_DURATION_US,
-                "[limit:%s] window", name);
+    if (r->algorithm == SLUICE__ADAPTIVE) { /* no window; calls in flight between two bounds */
+        FUZZ_ASSERT(r->window_us == 0, "[limit:%s] adaptive window", name);
+        FUZZ_ASSERT(r->limit <= SLUICE__MAX_LOGGED_PERMITS, "[limit:%s] adaptive limit", name);
+        FUZZ_ASSERT(r->min_limit >= 1 && r->min_limit <= r->limit, "[limit:%s] min_limit", name);
+        FUZZ_ASSERT(r->controller >= SLUICE__CONTROLLER_GRADIENT &&
+                        r->controller <= SLUICE__CONTROLLER_AIMD,
+                    "[limit:%s] controller %d", name, r->controller);
+        FUZZ_ASSERT(!r->per_key, "[limit:%s] adaptive per_key", name);
+    } else {
+        FUZZ_ASSERT(r->window_us >= 1000 && r->window_us <= SLUICE__MAX_DURATION_US,
+                    "[limit:%s] window", name);
+    }
     FUZZ_ASSERT(r->wait_us >= 0 && r->wait_us <= SLUICE__MAX_DURATION_US, "[limit:%s] wait", name);
     switch (r->algorithm) {
     case SLUICE__SLIDING_WINDOW: /* limit × window in ms < 2^52 */
@@ -56,7 +66,8 @@ static void check_rule(const char *name, const sluice__rule *r, const sluice__co
 static void check_config(const sluice__config *c)
 {
     FUZZ_ASSERT(strcmp(c->path, "fuzz.ini") == 0, "path");
-    FUZZ_ASSERT(c->backend == SLUICE__BACKEND_MEMORY || c->backend == SLUICE__BACKEND_REDIS,
+    FUZZ_ASSERT(c->backend == SLUICE__BACKEND_MEMORY || c->backend == SLUICE__BACKEND_REDIS ||
+                    c->backend == SLUICE__BACKEND_SHM,
                 "backend %d", c->backend);
     FUZZ_ASSERT(c->on_error >= SLUICE__ON_ERROR_ALLOW && c->on_error <= SLUICE__ON_ERROR_LOCAL,
                 "on_error %d", c->on_error);
