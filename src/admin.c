@@ -135,8 +135,7 @@ gboolean sluice_zone_get(sluice_zone_info *out, GError **error)
 {
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
     if (!out) {
-        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT,
-                            "out is NULL");
+        g_set_error_literal(error, SLUICE_ERROR, SLUICE_ERROR_INVALID_ARGUMENT, "out is NULL");
         return FALSE;
     }
     return sluice__engine_zone(out, error);

@@ -550,9 +550,8 @@ static void warmup(const call *c, sluice__verdict *v)
      * stored time lacks, at least the cold interval, at most U */
     span busy = free_now ? (span){0, 0} : span_sub(l, next, now);
     gint64 idle2 = stored >= cold ? 0 : MIN(cold, MAX(cold_interval, cold - stored));
-    v->reset_after_us = stored >= cold && free_now
-                            ? 0
-                            : span_ceil(span_add(l, busy, span_of(l, (idle2 + 1) / 2)));
+    v->reset_after_us =
+        stored >= cold && free_now ? 0 : span_ceil(span_add(l, busy, span_of(l, (idle2 + 1) / 2)));
 }
 
 static void concurrency(const call *c, sluice__verdict *v)

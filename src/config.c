@@ -24,12 +24,23 @@
 #define DEFAULT_TIMEOUT_US (50 * 1000)
 #define DEFAULT_LEASE_US   (G_GINT64_CONSTANT(60) * 1000000)
 
-static const char *const sluice_keys[] = {
-    "backend",         "redis",       "password_file", "sentinel_password_file",
-    "key_prefix",      "timeout",     "on_error",      "reload",
-    "denial_cache",    "tls_ca_file", "tls_cert_file", "tls_key_file",
-    "tls_server_name", "shm",         "shm_size",      "shm_mode",
-    NULL};
+static const char *const sluice_keys[] = {"backend",
+                                          "redis",
+                                          "password_file",
+                                          "sentinel_password_file",
+                                          "key_prefix",
+                                          "timeout",
+                                          "on_error",
+                                          "reload",
+                                          "denial_cache",
+                                          "tls_ca_file",
+                                          "tls_cert_file",
+                                          "tls_key_file",
+                                          "tls_server_name",
+                                          "shm",
+                                          "shm_size",
+                                          "shm_mode",
+                                          NULL};
 static const char *const limit_keys[] = {"algorithm",    "limit",     "window",     "burst",
                                          "wait",         "mode",      "per_key",    "bands",
                                          "shadow_bands", "anchor",    "prefetch",   "prefetch_ttl",
