@@ -17,8 +17,8 @@
 -- µs and 1/limit-ths; decide: its µs): the client ages it exactly.
 
 -- The theoretical arrival time a state holds at now, as a span in 1/l-ths of a µs
--- (l nil: in whole µs, a fraction rounded up); and the end of its block, when one
--- holds at now (then the time is nil).
+-- (l nil: in whole µs, a fraction rounded up; now for a warm-up's state, which is
+-- none here); and the end of its block, when one holds at now (then the time is nil).
 local function tat_of(key, stored, l, now)
   local n = #stored
   if n == 9 then
@@ -29,6 +29,7 @@ local function tat_of(key, stored, l, now)
     if f == STATE_FORMAT then return stored_time(l or 0, aq, ar, d) end
   end
   if string.find(stored, '^%d+$') then return tonumber(stored), 0 end
+  if string.byte(stored, 1) == WARM_FORMAT then return now, 0 end -- a warm-up's: none
   local u, rest = block_of(stored)
   if not u then bad_state(key) end
   if now < u then return nil, 0, u end

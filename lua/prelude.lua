@@ -43,6 +43,7 @@
 
 local STATE_FORMAT = 1 -- the first byte of every packed state
 local BLOCK_FORMAT = 2 -- the first byte of a block in front of a state
+local WARM_FORMAT = 3 -- the first byte of a warm-up's state (warm_up, below)
 local BLOCKED = -9007199254740992 -- the remaining of a blocked reply: -2^53
 local BLOCK_SCORE = 9007199254740992 -- a ZSET's block member: 2^53, above every time
 local BELOW_BLOCK = '(9007199254740992' -- every score of a time, as a ZRANGEBYSCORE bound
@@ -303,10 +304,11 @@ end
 -- ---- warm-up: token_bucket and gcra with warmup = U (src/algorithm.c's warmup) ----
 -- Guava's SmoothWarmingUp with cold factor 3, its costs exact. ARGV: permits, limit,
 -- window_us, warmup_us, reserve_us, now_us (absent: Redis TIME); KEYS[1]: the
--- rule's state key and ':warm' (a state of its own, which a rule without warm-up
--- never reads). State: the time the limit is free (a span: µs and 1/d-ths), the
+-- rule's state key. State: the time the limit is free (a span: µs and 1/d-ths), the
 -- stored time in 1/(2L) µs (0 warm, 2 U L cold) and d (= limit when written), packed
--- ('B<d<d<d<d'). A call is admitted when the limit is free, and pushes the free time
+-- ('B<d<d<d<d', WARM_FORMAT first). It shares the key with the rule's state without
+-- warm-up, and each reads the other's as none: a reload that adds or removes
+-- `warmup` starts the key afresh, as in process, with no command more. A call is admitted when the limit is free, and pushes the free time
 -- on by n T plus, for the stored time spent above U / 2 (from b down to a), (b -
 -- a)(a + b - 2 U L) / (2 L U) 1/L µs rounded up. With U L < 2^52 (the keyfile
 -- refuses more) every number and every divisor stays below 2^53 and 2^52. Replies
@@ -323,16 +325,22 @@ local function warm_up(KEYS, ARGV)
   local cold, threshold, interval = 2 * u * l, u * l, 6 * w -- 1/(2L) µs
   local fq, fr, stored = now, 0, cold -- a new limit starts cold
   local raw = redis.call('GET', key)
-  if raw and #raw ~= 33 then -- a block in front of the state (block_string)
+  if raw and string.byte(raw, 1) == BLOCK_FORMAT then -- a block in front (block_string)
     local bu, rest = block_of(raw)
     if not bu then bad_state(key) end
     if now < bu then return {0, BLOCKED, bu - now, bu - now} end
     raw = rest
   end
+  if raw and string.byte(raw, 1) ~= WARM_FORMAT then
+    -- the rule's state without warm-up (packed, or gcra's time in decimal): none here
+    if string.byte(raw, 1) ~= STATE_FORMAT and not string.find(raw, '^%d+$') then
+      bad_state(key)
+    end
+    raw = nil
+  end
   if raw then
     if #raw ~= 33 then bad_state(key) end
-    local f, q, r, s, d = struct.unpack('B<d<d<d<d', raw)
-    if f ~= STATE_FORMAT then bad_state(key) end
+    local _, q, r, s, d = struct.unpack('B<d<d<d<d', raw)
     fq, fr = stored_time(l, q, r, d)
     if d ~= l then -- kept under another limit: rounded up, colder
       local sq, sr = muldivmod(s, l, d)
@@ -402,7 +410,7 @@ local function warm_up(KEYS, ARGV)
     local eq = fdiv(extra, l)
     fq, fr = span_add(l, fq, fr, eq, extra - eq * l)
     stored = stored - spent
-    redis.call('SET', key, struct.pack('B<d<d<d<d', STATE_FORMAT, fq, fr, stored, l), 'PX',
+    redis.call('SET', key, struct.pack('B<d<d<d<d', WARM_FORMAT, fq, fr, stored, l), 'PX',
                px(reset_of(false), virtual))
   end
   local free_now = span_le(fq, fr, now, 0)

@@ -19,7 +19,8 @@
 
 -- tokens and the last refill a state holds, the time as a span in 1/l-ths of a µs
 -- (l nil: in whole µs, a fraction rounded up); nil for none (a block that has
--- ended, with no state behind it); and the end of its block, when one holds at now.
+-- ended, with no state behind it, or a warm-up's state); and the end of its block,
+-- when one holds at now.
 local function bucket_of(key, stored, l, now)
   local n = #stored
   if n == 17 then
@@ -29,6 +30,7 @@ local function bucket_of(key, stored, l, now)
     local f, tokens, lq, lr, d = struct.unpack('B<d<d<d<d', stored)
     if f == STATE_FORMAT then return tokens, stored_time(l or 0, lq, lr, d) end
   end
+  if string.byte(stored, 1) == WARM_FORMAT then return nil end -- a warm-up's: none
   local u, rest = block_of(stored)
   if not u then bad_state(key) end
   if now < u then return nil, nil, nil, u end

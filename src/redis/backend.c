@@ -377,18 +377,13 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
     redis_backend *b = (redis_backend *)backend;
     gint64 deadline = g_get_monotonic_time() + b->timeout_us;
     sluice__redis_keys keys[ALGORITHMS];
-    const char *del[1 + 2 * ALGORITHMS + 2 + 2 * SLUICE__MAX_BANDS] = {"DEL"};
+    const char *del[1 + 2 * ALGORITHMS + 2 * SLUICE__MAX_BANDS] = {"DEL"};
     int n = 1;
     for (int i = 0; i < ALGORITHMS; i++) {
         sluice__redis_keys_build(&keys[i], b->prefixes[i], limiter->name, key);
         del[n++] = keys[i].state;
         del[n++] = keys[i].seq;
     }
-    /* a warm-up's state (token_bucket's and gcra's), whatever the rule has now */
-    char *warm[2] = {g_strconcat(keys[SLUICE__TOKEN_BUCKET].state, SLUICE__REDIS_WARM, NULL),
-                     g_strconcat(keys[SLUICE__GCRA].state, SLUICE__REDIS_WARM, NULL)};
-    del[n++] = warm[0];
-    del[n++] = warm[1];
     /* and the keys of the rule's bands (a band a reload removed expires by itself) */
     char *bands[2 * SLUICE__MAX_BANDS] = {NULL};
     const sluice__rule *rule = sluice__limiter_rule(limiter);
@@ -407,8 +402,6 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
             sluice__redis_keys_clear(&keys[i]);
         for (guint i = 0; i < G_N_ELEMENTS(bands); i++)
             g_free(bands[i]);
-        g_free(warm[0]);
-        g_free(warm[1]);
         return ok;
     }
     /* every key has the same hash tag: one node holds them all */
@@ -420,8 +413,6 @@ static gboolean redis_reset(sluice__backend *backend, sluice__limiter *limiter, 
         sluice__redis_keys_clear(&keys[i]);
     for (guint i = 0; i < G_N_ELEMENTS(bands); i++)
         g_free(bands[i]);
-    g_free(warm[0]);
-    g_free(warm[1]);
     if (reply && reply->type == REDIS_REPLY_ERROR)
         sluice__redis_fail(error, SLUICE_ERROR_BACKEND, &node->endpoint, "DEL", reply->str);
     gboolean ok = reply && reply->type != REDIS_REPLY_ERROR;

@@ -151,14 +151,12 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
 
     writer w = {c->args, 0};
     put_number(&w, per_band * (1 + bands));
-    /* the state key, written in place; a warm-up's has a state of its own, after it */
-    gboolean warm = c->entry == SLUICE__LUA_WARMUP || (blocking && rule->warmup_us > 0);
-    put_length(&w, key_size + (warm ? SLUICE__REDIS_WARM_LEN : 0));
+    /* the state key, written in place (a warm-up's state is in it too, in a layout of
+     * its own: lua/prelude.lua's warm_up) */
+    put_length(&w, key_size);
     c->key_at = (gsize)(w.at - c->args);
     c->key_len = sluice__redis_key_write(w.at, prefix, prefix_len, tag, tag_len, key);
     w.at += c->key_len;
-    if (warm)
-        put_raw(&w, SLUICE__REDIS_WARM, SLUICE__REDIS_WARM_LEN);
     put_raw(&w, "\r\n", 2);
     w.argc++;
     const char *state_key = c->args + c->key_at;
@@ -179,7 +177,7 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
         put_number(&w, rule->window_us);
         if (virtual)
             put_number(&w, now);
-    } else if (warm) {
+    } else if (c->entry == SLUICE__LUA_WARMUP) {
         put_number(&w, permits);
         put_number(&w, rule->limit);
         put_number(&w, rule->window_us);

@@ -15,11 +15,6 @@
  * the script's SHA1 (EVALSHA), or its source (EVAL, after NOSCRIPT). */
 typedef enum { SLUICE__REDIS_FCALL, SLUICE__REDIS_EVALSHA, SLUICE__REDIS_EVAL } sluice__redis_how;
 
-/* What a warm-up's state key adds to the rule's: its state is not the rule's
- * bucket or tat, so that a reload that adds or removes `warmup` starts afresh. */
-#define SLUICE__REDIS_WARM     ":warm"
-#define SLUICE__REDIS_WARM_LEN 5
-
 /* Room for the command's head (`*N $5 FCALL $LEN NAME` or `... EVALSHA $40 SHA`). */
 #define SLUICE__REDIS_CALL_HEAD 128
 /* A call whose arguments fit this many bytes is written in the struct itself. */
