@@ -4,10 +4,12 @@
 # include/sluice with cmake/Doxyfile.in) builds with no warning, documents every function
 # the shared library exports, and its gate can fail: a copy of the headers with an
 # undocumented function, and a header without @file, are both refused.
-#   api_docs.sh BUILD SRC
+#   api_docs.sh BUILD SRC LIBRARY (the shared library this build made: a build directory may
+#   hold an older one beside it)
 set -euo pipefail
 build=$1
 src=$2
+lib=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() {
@@ -29,8 +31,7 @@ fi
 
 # 2. every function the shared library exports (but the macros' own sluice__ helpers) is in
 # the reference, as a documented member
-lib=$(find "$build" -maxdepth 1 -name 'libsluice.so.*' | head -1)
-[ -n "$lib" ] || fail "no libsluice.so in $build"
+[ -f "$lib" ] || fail "no $lib"
 nm -D --defined-only "$lib" | awk '{ print $3 }' | grep '^sluice_' | grep -v '^sluice__' |
     sort >"$work/exported"
 [ -s "$work/exported" ] || fail "$lib exports no sluice_ function"
