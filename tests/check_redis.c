@@ -407,6 +407,69 @@ START_TEST(acl_user_auth_works)
 }
 END_TEST
 
+/* The asynchronous client authenticates its own connections: AUTH queued ahead of 300
+ * calls made before it has connected (more than its output holds at first, which
+ * grows while the password is in it unsent), all answered; and a password that no
+ * longer works fails that connection's calls with SLUICE_ERROR_AUTH. */
+typedef struct {
+    int answered, allowed;
+    GError *error;
+} async_tally;
+
+static void on_tallied(GObject *source, GAsyncResult *res, gpointer p)
+{
+    (void)source;
+    async_tally *t = p;
+    GError *error = NULL;
+    t->allowed += sluice_acquire_finish(res, NULL, &error) == SLUICE_ALLOWED;
+    if (error && !t->error)
+        t->error = error;
+    else
+        g_clear_error(&error);
+    t->answered++;
+}
+
+/* n calls of "a" made on a new main context (so on a new connection), then answered */
+static void async_on_a_new_connection(async_tally *t, int n)
+{
+    GMainContext *context = g_main_context_new();
+    g_main_context_push_thread_default(context);
+    for (int i = 0; i < n; i++)
+        sluice_acquire_async("a", "k", 1, NULL, on_tallied, t);
+    gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC * fixture_time_scale();
+    while (t->answered < n && g_get_monotonic_time() < end)
+        g_main_context_iteration(context, FALSE) || (g_usleep(1000), TRUE);
+    g_main_context_pop_thread_default(context);
+    g_main_context_unref(context);
+    ck_assert_int_eq(t->answered, n);
+}
+
+START_TEST(the_async_client_authenticates_and_reports_a_refused_password)
+{
+    g_autofree char *ini =
+        keyfile_for(secured, "app:app-pass@", "[limit:a]\nlimit = 1000\nwindow = 1m\n");
+    g_autofree char *path = fixture_write_keyfile(ini);
+    g_autoptr(GError) error = NULL;
+    ck_assert_msg(sluice_init(path, &error), "%s", error ? error->message : "");
+    async_tally ok = {0};
+    async_on_a_new_connection(&ok, 300);
+    ck_assert_msg(!ok.error, "%s", ok.error ? ok.error->message : "");
+    ck_assert_int_eq(ok.allowed, 300);
+
+    freeReplyObject(test_redis_command(secured, "ACL SETUSER app resetpass >another-pass"));
+    async_tally refused = {0};
+    async_on_a_new_connection(&refused, 3);
+    freeReplyObject(test_redis_command(secured, "ACL SETUSER app resetpass >app-pass"));
+    ck_assert_int_eq(refused.allowed, 0);
+    ck_assert(refused.error);
+    ck_assert_msg(g_error_matches(refused.error, SLUICE_ERROR, SLUICE_ERROR_AUTH), "%s",
+                  refused.error->message);
+    ck_assert_ptr_null(strstr(refused.error->message, "app-pass"));
+    g_error_free(refused.error);
+    sluice_shutdown();
+}
+END_TEST
+
 /* ---- many processes, many threads --------------------------------------------------------- */
 
 #define PROCS     4
@@ -681,6 +744,7 @@ int main(void)
                         2 * G_N_ELEMENTS(algorithms));
     tcase_add_test(tc, password_auth_works_and_a_wrong_one_fails_init);
     tcase_add_test(tc, acl_user_auth_works);
+    tcase_add_test(tc, the_async_client_authenticates_and_reports_a_refused_password);
     suite_add_tcase(s, tc);
 
     TCase *load = tcase_create("processes");

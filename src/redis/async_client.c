@@ -7,7 +7,8 @@
  * context: the name resolved by GResolver, a non-blocking connect, the TLS handshake
  * (redis/tls.c), then commands written and replies read through the transport
  * (redis/conn.c) and parsed by hiredis' reader. AUTH and SELECT are queued ahead of
- * the first command (a refusal fails the connection's calls with its reason);
+ * the first command (a refusal fails the connection's calls with its reason; the
+ * password's bytes are wiped once sent, or when the connection goes unsent);
  * NOSCRIPT sends the script again with EVAL, which runs it and caches it. Each call
  * has a deadline from when it began, so resolving, connecting and the handshake are
  * inside it: when it passes the call fails and the connection is dropped (a server
@@ -41,6 +42,7 @@
 #include "redis/resp.h"
 #include "redis/script.h"
 #include "redis/tls.h"
+#include "secret.h"
 
 typedef struct connection connection;
 
@@ -137,6 +139,8 @@ struct connection {
     short wait;                 /* what the handshake or receiving waits for */
     short send_wait;            /* what sending the rest of out waits for */
     GByteArray *out;            /* written, not sent */
+    guint out_room;             /* out's size at least, while secret > 0 */
+    guint secret;               /* out's first bytes that hold the password, not yet sent */
     ring awaited;               /* request *, or a setup step, in the order sent */
     guint asked;                /* the library's asks on it (redis/library.h) */
 };
@@ -285,11 +289,15 @@ static GError *failed(const request *r, const char *why)
 
 /* ---- connections -------------------------------------------------------------------- */
 
+#define OUT_ROOM 4096 /* a connection's output, at first: AUTH, SELECT and a burst of calls */
+
 static void connection_unref(connection *c)
 {
     if (!g_atomic_int_dec_and_test(&c->refs))
         return;
     g_main_context_unref(c->context);
+    if (c->secret > 0) /* never sent */
+        sluice__secret_wipe(c->out->data, c->out->len);
     g_byte_array_unref(c->out);
     g_free(c->awaited.at);
     g_free(c);
@@ -393,15 +401,36 @@ static void flush(connection *c)
     sluice__redis_outcome o = sluice__redis_send_some(c->t, (const char *)c->out->data, c->out->len,
                                                       &sent, &c->send_wait, &saved_errno);
     g_byte_array_remove_range(c->out, 0, (guint)sent);
+    if (c->secret > 0) { /* what moved down is still behind the end, AUTH's bytes among it */
+        sluice__secret_wipe(c->out->data + c->out->len, sent);
+        c->secret -= MIN(c->secret, (guint)sent);
+    }
     if (o != SLUICE__REDIS_SENT)
         connection_broke(c, "send", o, saved_errno);
+}
+
+/* Appends len bytes to c's output. While the password is in it, unsent, the array
+ * is not grown by realloc, which would leave a copy of it in freed memory: it is
+ * copied to a larger one by hand, and the old one wiped. */
+static void out_append(connection *c, const void *data, gsize len)
+{
+    if (c->secret > 0 && c->out->len + len > c->out_room) {
+        guint room = (guint)MAX(2 * (gsize)c->out_room, c->out->len + len);
+        GByteArray *larger = g_byte_array_sized_new(room);
+        g_byte_array_append(larger, c->out->data, c->out->len);
+        sluice__secret_wipe(c->out->data, c->out->len);
+        g_byte_array_unref(c->out);
+        c->out = larger;
+        c->out_room = room;
+    }
+    g_byte_array_append(c->out, data, (guint)len);
 }
 
 /* Appends the call r as it is named now (how). */
 static void append_call(connection *c, request *r, sluice__redis_how how)
 {
     sluice__redis_call_use(&r->call, how);
-    g_byte_array_append(c->out, (const guint8 *)r->call.data, (guint)r->call.len);
+    out_append(c, r->call.data, r->call.len);
     ring_push(&c->awaited, r);
 }
 
@@ -410,7 +439,11 @@ static void append(connection *c, int argc, const char *const *argv, gpointer aw
     char small[1024];
     gsize len;
     char *cmd = sluice__redis_format_in(small, sizeof small, argc, argv, &len);
-    g_byte_array_append(c->out, (const guint8 *)cmd, (guint)len);
+    out_append(c, cmd, len);
+    if (awaiting == auth_step) { /* the password: first in out (connection_for) */
+        c->secret = c->out->len;
+        sluice__secret_wipe(cmd, len);
+    }
     if (cmd != small)
         g_free(cmd);
     ring_push(&c->awaited, awaiting);
@@ -837,7 +870,8 @@ static connection *connection_for(sluice__redis_node *node, GMainContext *contex
     c->pid = pid;
     c->fd = -1;
     c->armed = -1;
-    c->out = g_byte_array_new();
+    c->out = g_byte_array_sized_new(OUT_ROOM);
+    c->out_room = OUT_ROOM;
     c->source = g_source_new(&socket_funcs, sizeof(GSource) + sizeof(connection *));
     *(connection **)(c->source + 1) = c;
     /* GLib blocks a source that cannot recurse while it runs, which takes its fd out
