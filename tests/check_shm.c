@@ -510,9 +510,8 @@ static pid_t survivor(const char *path)
 START_TEST(processes_killed_at_any_moment_leave_no_limit_stuck)
 {
     no_zone();
-    /* room for every log of the 5000 keys (35000 chunks at most): a log squeezed for
-     * room merges leases of different processes into one of no one's, which ends
-     * with its window only, and the slots below would not all come back */
+    /* room for every log of the 5000 keys (35000 chunks at most): the pool running
+     * dry is leases_of_a_killed_holder_come_back_when_the_pool_ran_dry's */
     g_autofree char *path = zone_keyfile("16M", "", mixed);
     survived =
         mmap(NULL, sizeof *survived, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -595,6 +594,76 @@ START_TEST(leases_of_a_killed_holder_are_given_back_at_once)
     sluice_shutdown();
     close(hold[0]);
     close(hold[1]);
+}
+END_TEST
+
+/* A child that takes one lease of [limit:slots] key "k" for each byte it reads on
+ * `go`, answering 'y' (taken) or 'n' on `done`, until it is killed. */
+static pid_t lease_taker(const char *path, int go[2], int done[2])
+{
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(done), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        alarm(60);
+        if (!sluice_init(path, NULL))
+            _exit(1);
+        for (char c; read(go[0], &c, 1) == 1;) {
+            c = sluice_acquire("slots", "k", 1, NULL, NULL) == SLUICE_ALLOWED ? 'y' : 'n';
+            (void)!write(done[1], &c, 1);
+        }
+        _exit(0);
+    }
+    return pid;
+}
+
+/* The chunk pool runs dry while two processes take leases of one key in turn: the
+ * log is made room for, or squeezed, without merging one process's leases into
+ * another's, so that the dead one's come back at once. */
+START_TEST(leases_of_a_killed_holder_come_back_when_the_pool_ran_dry)
+{
+    no_zone();
+    g_autofree char *path =
+        zone_keyfile("1M", "",
+                     "[limit:slots]\nalgorithm = concurrency\nlimit = 1000\nwindow = 1h\n"
+                     "[limit:log]\nalgorithm = sliding_log\nlimit = 3\nwindow = 1h\n");
+    init_ok(path);
+    /* every chunk held by a live sliding_log state of its own key */
+    sluice_zone_info z;
+    ck_assert(sluice_zone_get(&z, NULL));
+    for (int i = 0; z.chunks_free > 0; i++) {
+        ck_assert_int_lt(i, 100000);
+        g_autofree char *key = g_strdup_printf("log%d", i);
+        ck_assert_int_eq(sluice_acquire("log", key, 1, NULL, NULL), SLUICE_ALLOWED);
+        ck_assert(sluice_zone_get(&z, NULL));
+    }
+    /* 400 leases each, in turn: a log of 800 runs, each another process's than the
+     * one before it */
+    int go[2], done[2];
+    pid_t holder = lease_taker(path, go, done);
+    for (int i = 0; i < 400; i++) {
+        ck_assert_int_eq(sluice_acquire("slots", "k", 1, NULL, NULL), SLUICE_ALLOWED);
+        char c = 0;
+        ck_assert_int_eq(write(go[1], "x", 1), 1);
+        ck_assert_int_eq(read(done[0], &c, 1), 1);
+        ck_assert_int_eq(c, 'y');
+    }
+    ck_assert(sluice_zone_get(&z, NULL));
+    ck_assert_uint_lt(z.chunks_free, 800 / 3); /* still dry: the log was made room for */
+    ck_assert_int_eq(kill(holder, SIGKILL), 0);
+    ck_assert_int_eq(waitpid(holder, NULL, 0), holder);
+    /* the holder's 400 come back within seconds (its window is an hour) */
+    gint64 start = g_get_monotonic_time();
+    sluice_decision d;
+    ck_assert_int_eq(sluice_acquire_wait("slots", "k", 600, 3000, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 0);
+    ck_assert_int_lt(g_get_monotonic_time() - start, 3 * G_USEC_PER_SEC * fixture_time_scale());
+    sluice_shutdown();
+    for (int k = 0; k < 2; k++) {
+        close(go[k]);
+        close(done[k]);
+    }
 }
 END_TEST
 
@@ -866,6 +935,7 @@ int main(void)
                         G_N_ELEMENTS(exact_rules));
     tcase_add_test(shared, processes_killed_at_any_moment_leave_no_limit_stuck);
     tcase_add_test(shared, leases_of_a_killed_holder_are_given_back_at_once);
+    tcase_add_test(shared, leases_of_a_killed_holder_come_back_when_the_pool_ran_dry);
     tcase_add_test(shared, a_reused_pid_is_not_taken_for_the_dead_holder);
     suite_add_tcase(s, shared);
     TCase *bounded = tcase_create("bounded");

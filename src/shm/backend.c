@@ -183,11 +183,53 @@ static gboolean changed(const band_cell *bc, const sluice__state *st, gboolean l
     return last->t != bc->last.t || last->n != bc->last.n || last->owner != bc->last.owner;
 }
 
-/* Merges the oldest runs of r, two at a time, into the later one's time, until
- * it has at most `most` runs: their permits then leave the window later than
- * they would, never sooner (only when the zone has no room for a log). */
+/* The most owners whose runs squeeze_owned merges in one pass (more: the others'
+ * are left as they are in that pass). */
+#define SQUEEZE_OWNERS 64
+
+/* Merges runs of r into the next later run of the same owner, oldest first, until
+ * it has at most `most` runs or no two runs share an owner: their permits then
+ * leave the window later than they would, never sooner, and each lease stays its
+ * process's (given back when it dies). */
+static void squeeze_owned(sluice__runs *r, guint32 most)
+{
+    while (r->len > most) {
+        guint32 owners[SQUEEZE_OWNERS];
+        guint last[SQUEEZE_OWNERS]; /* each owner's latest run so far, as i below */
+        guint n_owners = 0, kept = 0, merged = 0;
+        for (guint i = 0; i < r->len; i++) {
+            sluice__run *run = &r->runs[(r->head + i) % r->cap];
+            guint k = 0;
+            while (k < n_owners && owners[k] != run->owner)
+                k++;
+            if (k < n_owners && r->len - merged > most) {
+                sluice__run *older = &r->runs[(r->head + last[k]) % r->cap];
+                run->n += older->n;
+                older->n = 0; /* merged: dropped below */
+                merged++;
+            } else if (k == n_owners && n_owners < SQUEEZE_OWNERS) {
+                owners[n_owners++] = run->owner;
+            }
+            if (k < n_owners)
+                last[k] = i;
+        }
+        if (merged == 0)
+            return; /* one run per owner */
+        for (guint i = 0; i < r->len; i++) {
+            sluice__run run = r->runs[(r->head + i) % r->cap];
+            if (run.n > 0)
+                r->runs[(r->head + kept++) % r->cap] = run;
+        }
+        r->len = kept;
+    }
+}
+
+/* The last resort when nothing else makes room: merges the oldest runs of r, two
+ * at a time, into the later one's time, until it has at most `most` runs; runs of
+ * different processes merged so are no one's (they end with their window only). */
 static void squeeze(sluice__runs *r, guint32 most)
 {
+    squeeze_owned(r, most);
     while (r->len > most && r->len >= 2) {
         sluice__run *a = &r->runs[r->head % r->cap], *b = &r->runs[(r->head + 1) % r->cap];
         b->n += a->n;
@@ -198,29 +240,64 @@ static void squeeze(sluice__runs *r, guint32 most)
     }
 }
 
+/* TRUE when cell i of s holds a log that may be freed (not one of `busy`). */
+static gboolean log_cell(const sluice__zone_stripe *s, const sluice__cell_set *busy, guint32 i)
+{
+    const sluice__zone_cell *c = &s->cells[i];
+    return !(busy && sluice__cell_set_has(busy, i)) && c->meta != 0 &&
+           (sluice__cell_flags(c->meta) & SLUICE__CELL_LOG);
+}
+
+/* Frees cell i of stripe si (locked) in a change of its own. */
+static void free_cell(sluice__zone *z, guint32 si, guint32 i)
+{
+    sluice__zone_stripe *s = sluice__zone_stripe_at(z, si);
+    sluice__zone_cell empty = {0};
+    sluice__stripe_change(s, i);
+    sluice__stripe_write(s, i, &empty);
+    sluice__stripe_commit(z, si);
+}
+
 /* Gives back to the pool the chunks of evictable logs in stripe si (locked), other
  * than `busy`, until `need` are free; then, when `hard`, of the logs decided on
- * longest ago. Each eviction is a change of its own. */
+ * longest ago (evictions). */
 static void free_logs(sluice__zone *z, guint32 si, const sluice__cell_set *busy, guint32 need,
                       gint64 now, gboolean hard)
 {
     sluice__zone_stripe *s = sluice__zone_stripe_at(z, si);
-    for (int pass = 0; pass < (hard ? 2 : 1); pass++) {
-        for (guint32 i = 0; i < SLUICE__ZONE_CELLS && sluice__chunks_free(z) < need; i++) {
-            sluice__zone_cell *c = &s->cells[i];
-            if ((busy && sluice__cell_set_has(busy, i)) || c->meta == 0 ||
-                !(sluice__cell_flags(c->meta) & SLUICE__CELL_LOG))
-                continue;
-            gboolean idle = sluice__cell_evictable(z, c, now);
-            if (!idle && pass == 0)
-                continue;
-            if (!idle)
-                __atomic_store_n(&s->evictions, s->evictions + 1, __ATOMIC_RELAXED);
-            sluice__zone_cell empty = {0};
-            sluice__stripe_change(s, i);
-            sluice__stripe_write(s, i, &empty);
-            sluice__stripe_commit(z, si);
+    for (guint32 i = 0; i < SLUICE__ZONE_CELLS && sluice__chunks_free(z) < need; i++)
+        if (log_cell(s, busy, i) && sluice__cell_evictable(z, &s->cells[i], now))
+            free_cell(z, si, i);
+    guint32 now_ms = (guint32)(now / 1000);
+    while (hard && sluice__chunks_free(z) < need) {
+        gint oldest = -1;
+        guint32 oldest_age = 0;
+        for (guint32 i = 0; i < SLUICE__ZONE_CELLS; i++) {
+            guint32 age = now_ms - s->cells[i].used_ms;
+            if (log_cell(s, busy, i) && (oldest < 0 || age > oldest_age)) {
+                oldest = (gint)i;
+                oldest_age = age;
+            }
         }
+        if (oldest < 0)
+            return;
+        __atomic_store_n(&s->evictions, s->evictions + 1, __ATOMIC_RELAXED);
+        free_cell(z, si, (guint32)oldest);
+    }
+}
+
+/* Frees logs of other stripes (those not locked now), up to 64 of them or (hard)
+ * every one, until `need` chunks are free: evictable ones, then (hard) the longest
+ * idle. */
+static void free_others(sluice__zone *z, guint32 si, guint32 need, gint64 now, gboolean hard)
+{
+    guint32 tries = hard ? z->l.n_stripes : MIN(z->l.n_stripes, 64u);
+    for (guint32 k = 0; k < tries && sluice__chunks_free(z) < need; k++) {
+        guint32 other = __atomic_fetch_add(&z->h->hand, 1, __ATOMIC_RELAXED) % z->l.n_stripes;
+        if (other == si || !sluice__stripe_trylock(z, other))
+            continue;
+        free_logs(z, other, NULL, need, now, hard);
+        sluice__stripe_unlock(z, other);
     }
 }
 
@@ -231,15 +308,27 @@ static void make_room(sluice__zone *z, guint32 si, const sluice__cell_set *busy,
                       gint64 now)
 {
     free_logs(z, si, busy, need, now, FALSE);
-    for (guint32 k = 0; k < MIN(z->l.n_stripes, 64u) && sluice__chunks_free(z) < need; k++) {
-        guint32 other = __atomic_fetch_add(&z->h->hand, 1, __ATOMIC_RELAXED) % z->l.n_stripes;
-        if (other == si || !sluice__stripe_trylock(z, other))
-            continue;
-        free_logs(z, other, NULL, need, now, FALSE);
-        sluice__stripe_unlock(z, other);
-    }
+    free_others(z, si, need, now, FALSE);
     if (sluice__chunks_free(z) < need)
         free_logs(z, si, busy, need, now, TRUE);
+}
+
+/* Fits log r into the chunks free for it in stripe si (locked), when the pool has
+ * fewer than it needs after make_room: its runs of one process merged, then the
+ * logs of every other stripe not locked now evicted, and, when that is not enough
+ * either, its runs merged across processes (squeeze). */
+static void fit_log(sluice__zone *z, guint32 si, sluice__runs *r, gint64 now)
+{
+    guint32 free = sluice__chunks_free(z);
+    if (sluice__chunks_for(r->len) <= free)
+        return;
+    squeeze_owned(r, free * SLUICE__ZONE_RUNS);
+    if (sluice__chunks_for(r->len) <= free)
+        return;
+    free_others(z, si, sluice__chunks_for(r->len), now, TRUE);
+    free = sluice__chunks_free(z);
+    if (sluice__chunks_for(r->len) > free)
+        squeeze(r, free * SLUICE__ZONE_RUNS);
 }
 
 /* Writes n band states back for limit l under rule in stripe si (locked): each
@@ -298,9 +387,7 @@ static void store(sluice__zone *z, guint32 si, const sluice__shm_limit *l, const
             c.s[3] = st->d;
         }
         if (!empty && log) {
-            guint32 free = sluice__chunks_free(z);
-            if (sluice__chunks_for(st->log.len) > free)
-                squeeze(&st->log, free * SLUICE__ZONE_RUNS);
+            fit_log(z, si, &st->log, now);
             if (st->log.len == 0 || !sluice__chunks_take(z, si, (guint32)bc->cell,
                                                          sluice__chunks_for(st->log.len), taken)) {
                 v->allowed = FALSE; /* no room at all: not taken, not written */
