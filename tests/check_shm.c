@@ -158,8 +158,11 @@ START_TEST(a_zone_of_another_layout_version_is_refused)
     g_autofree char *path = made_zone("1M");
     guint32 version = 99;
     scribble(8, &version, sizeof version); /* after the 8 bytes of magic */
-    init_refused(path, "made by another version of sluice (zone layout 99, this one reads 1); "
+    init_refused(path, "made by another version of sluice (zone layout 99, this one reads 2); "
                        "remove it with sluice zone --remove");
+    version = 1; /* a zone of sluice before the stripes' block filter */
+    scribble(8, &version, sizeof version);
+    init_refused(path, "(zone layout 1, this one reads 2)");
     scribble(0, "notazone", 8);
     init_refused(path, "not a sluice zone (no magic)");
 }
@@ -728,6 +731,42 @@ START_TEST(a_reused_pid_is_not_taken_for_the_dead_holder)
 }
 END_TEST
 
+/* Blocks of many keys in a small zone (tens to a stripe, sharing the bits of its
+ * block filter): each blocked key is denied as blocked, every other key decides as
+ * if there were none, and a key whose block is lifted, or ends, is free again while
+ * keys that share its bit stay blocked. */
+START_TEST(blocks_of_many_keys_deny_those_keys_only)
+{
+    no_zone();
+    fixture_clock_start(1000000);
+    g_autofree char *path = zone_keyfile("1M", "", hourly);
+    init_ok(path);
+    enum { KEYS = 2000 };
+    for (int i = 0; i < KEYS; i += 2) { /* the even keys: an hour, or (i % 4) a second */
+        g_autofree char *key = g_strdup_printf("k%d", i);
+        ck_assert(sluice_block("api", key, i % 4 ? 1000 : 3600000, NULL));
+    }
+    for (int round = 0; round < 3; round++) {
+        if (round == 1) /* lifted: a quarter of the hour's, by a reset */
+            for (int i = 0; i < KEYS; i += 8) {
+                g_autofree char *key = g_strdup_printf("k%d", i);
+                ck_assert(sluice_reset("api", key, NULL));
+            }
+        if (round == 2)
+            fixture_clock_advance_ms(1000); /* the second's have ended */
+        for (int i = 0; i < KEYS; i++) {
+            g_autofree char *key = g_strdup_printf("k%d", i);
+            gboolean blocked = i % 2 == 0 && !(round >= 1 && i % 8 == 0) && !(round == 2 && i % 4);
+            sluice_decision d;
+            int rc = sluice_acquire("api", key, 1, &d, NULL);
+            ck_assert_msg(rc == (blocked ? SLUICE_DENIED : SLUICE_ALLOWED) && d.blocked == blocked,
+                          "round %d, %s: %d blocked %d", round, key, rc, d.blocked);
+        }
+    }
+    sluice_shutdown();
+}
+END_TEST
+
 /* ---- bounded, never full ----------------------------------------------------------------- */
 
 /* This process's own memory (not the zone's pages it maps), kB: RssAnon. */
@@ -936,6 +975,7 @@ int main(void)
     tcase_add_test(shared, processes_killed_at_any_moment_leave_no_limit_stuck);
     tcase_add_test(shared, leases_of_a_killed_holder_are_given_back_at_once);
     tcase_add_test(shared, leases_of_a_killed_holder_come_back_when_the_pool_ran_dry);
+    tcase_add_test(shared, blocks_of_many_keys_deny_those_keys_only);
     tcase_add_test(shared, a_reused_pid_is_not_taken_for_the_dead_holder);
     suite_add_tcase(s, shared);
     TCase *bounded = tcase_create("bounded");

@@ -514,7 +514,7 @@ static inline guint64 block_hash(guint64 h)
  * or -1. */
 static gint block_cell(const sluice__zone_stripe *s, const sluice__shm_limit *l, guint64 h)
 {
-    if (G_LIKELY(s->blocks == 0)) /* no block in the stripe: no lookup */
+    if (G_LIKELY(!(s->blocked & sluice__block_bit(h)))) /* no block of the key: no lookup */
         return -1;
     gint c = sluice__stripe_find(s, block_hash(h));
     if (c < 0)
@@ -565,7 +565,7 @@ static void set_block(sluice__zone *z, guint32 si, const sluice__shm_limit *l, g
                                    .used_ms = (guint32)(now / 1000),
                                    .hash = block_hash(h),
                                    .idle_at = until, /* kept until then, as a state would be */
-                                   .s = {until, 0, 0, 0}};
+                                   .s = {until, (gint64)h, 0, 0}};
     sluice__stripe_change(s, (guint32)c);
     sluice__stripe_write(s, (guint32)c, &cell);
     sluice__stripe_commit(z, si);

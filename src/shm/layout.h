@@ -25,7 +25,7 @@
 #include "value.h"
 
 #define SLUICE__ZONE_MAGIC  "sluicez" /* with its NUL, 8 bytes */
-#define SLUICE__ZONE_LAYOUT 1         /* bumped whenever a byte below changes meaning */
+#define SLUICE__ZONE_LAYOUT 2         /* bumped whenever a byte below changes meaning */
 #define SLUICE__ZONE_READY  0x52454459u
 
 #define SLUICE__ZONE_HEADER_BYTES 4096
@@ -141,7 +141,7 @@ G_STATIC_ASSERT(sizeof(sluice__zone_cell) == 56);
 
 #define SLUICE__CELL_STARTED 0x01u /* sluice__state.started                */
 #define SLUICE__CELL_LOG     0x02u /* s[0] is a chain of runs (a log)      */
-#define SLUICE__CELL_BLOCK   0x04u /* a key's block: s[0] is when it ends */
+#define SLUICE__CELL_BLOCK   0x04u /* a key's block: s[0] is when it ends, s[1] the key's hash */
 
 static inline guint32 sluice__cell_meta(guint32 limit, guint32 gen, guint32 flags)
 {
@@ -208,19 +208,32 @@ typedef struct {
     sluice__zone_undo e[SLUICE__ZONE_BANDS];
 } sluice__zone_journal;
 
+/* The bit of a stripe's block filter for a key of hash h (bits 32-37: neither the
+ * stripe's, nor the home group's, nor the tag's). */
+static inline guint64 sluice__block_bit(guint64 h)
+{
+    return G_GUINT64_CONSTANT(1) << ((h >> 32) & 63);
+}
+
+/* A decision reads the first line (the lock, the time, the journal's state and
+ * the block filter) whatever it decides; the second is written by a change. */
 typedef struct {
     pthread_mutex_t lock __attribute__((aligned(64)));
-    gint64 changed; /* the time of the last decision in it                 */
-    guint32 seq;    /* atomic: decisions in it so far (wraps)             */
-    guint32 state;  /* the journal's: SLUICE__JOURNAL_*                    */
-    guint32 used;   /* cells that hold a state                             */
-    guint32 blocks; /* cells that hold a block (sluice_block)              */
+    gint64 changed;  /* the time of the last decision in it                 */
+    guint32 seq;     /* atomic: decisions in it so far (wraps)             */
+    guint32 state;   /* the journal's: SLUICE__JOURNAL_*                    */
+    guint64 blocked; /* the block filter: sluice__block_bit of each blocked key
+                      * (sluice_block); a clear bit: the key has no block     */
     guint64 evictions __attribute__((aligned(64))); /* states not back at full capacity
                                                      * given up for room            */
+    guint32 used;                                   /* cells that hold a state      */
+    guint32 reserved;                               /* 0                            */
     sluice__zone_journal journal;
     guint8 tags[SLUICE__ZONE_CELLS]; /* 0: free; else 8 bits of the cell's hash     */
     sluice__zone_cell cells[SLUICE__ZONE_CELLS];
 } sluice__zone_stripe;
+
+G_STATIC_ASSERT(G_STRUCT_OFFSET(sluice__zone_stripe, blocked) + sizeof(guint64) <= 64);
 
 /* The layout of a zone of `size` bytes with `share`; n_stripes 0 when it is too
  * small to hold one stripe. */

@@ -130,13 +130,27 @@ static gboolean is_block(const sluice__zone_cell *c)
     return c->meta != 0 && (sluice__cell_flags(c->meta) & SLUICE__CELL_BLOCK);
 }
 
+/* The block filter of the blocks that the cells of s hold. */
+static guint64 block_filter(const sluice__zone_stripe *s)
+{
+    guint64 filter = 0;
+    for (guint32 i = 0; i < SLUICE__ZONE_CELLS; i++)
+        if (is_block(&s->cells[i]))
+            filter |= sluice__block_bit((guint64)s->cells[i].s[1]);
+    return filter;
+}
+
 void sluice__stripe_write(sluice__zone_stripe *s, guint32 i, const sluice__zone_cell *c)
 {
     gboolean was = s->cells[i].meta != 0, was_block = is_block(&s->cells[i]);
+    if (is_block(c)) /* before the cell: a death in between leaves a bit too many */
+        s->blocked |= sluice__block_bit((guint64)c->s[1]);
+    ORDERED();
     s->cells[i] = *c;
     s->tags[i] = c->meta ? sluice__cell_tag(c->hash) : 0;
     __atomic_store_n(&s->used, s->used + (guint32)(c->meta != 0) - (guint32)was, __ATOMIC_RELAXED);
-    s->blocks += (guint32)is_block(c) - (guint32)was_block;
+    if (was_block) /* a block gone: its bit may be no other's */
+        s->blocked = block_filter(s);
 }
 
 /* Gives back the chain that cell e->cell held before the change, if it holds it
@@ -188,7 +202,7 @@ void sluice__stripe_repair(sluice__zone *z, guint32 si)
     s->state = SLUICE__JOURNAL_IDLE;
     j->n = 0;
     /* every cell as the bounds of the zone allow; tags and count from the cells */
-    guint32 used = 0, blocks = 0;
+    guint32 used = 0;
     for (guint32 i = 0; i < SLUICE__ZONE_CELLS; i++) {
         sluice__zone_cell *c = &s->cells[i];
         gboolean bad = c->meta != 0 && sluice__cell_limit(c->meta) >= z->l.n_limits;
@@ -199,10 +213,9 @@ void sluice__stripe_repair(sluice__zone *z, guint32 si)
             memset(c, 0, sizeof *c); /* forgotten: what it says cannot be read */
         s->tags[i] = c->meta ? sluice__cell_tag(c->hash) : 0;
         used += c->meta != 0;
-        blocks += is_block(c);
     }
     __atomic_store_n(&s->used, used, __ATOMIC_RELAXED);
-    s->blocks = blocks;
+    s->blocked = block_filter(s);
 }
 
 static gboolean locked(sluice__zone *z, guint32 si, sluice__lock_result r)
