@@ -225,8 +225,9 @@ static gboolean check_command(redisContext *ctl, char **argv, GError **error)
 {
     int argc = (int)g_strv_length(argv);
     redisReply *r = redisCommandArgv(ctl, argc, (const char **)(void *)argv, NULL);
-    gboolean ok = r && r->type == REDIS_REPLY_ARRAY && r->elements >= SCRIPT_REPLY &&
-                  r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
+    /* token_bucket's common path answers an integer, the bucket as read (lua/token_bucket.lua):
+     * on a limit that never denies, an admission */
+    gboolean ok = r && r->type == REDIS_REPLY_INTEGER && r->integer > 0;
     if (!ok)
         g_set_error(error, BENCH_ERROR, 1,
                     "the captured script call does not answer an admission: %s",

@@ -10,18 +10,16 @@
 
 #include "redis_server.h"
 
-#define RUN_NS        (2500 * G_GINT64_CONSTANT(1000000)) /* each measured run: about 2.5 s */
-#define THREADS_MANY  16         /* the concurrent case: threads, and redis-benchmark -c */
-#define PIPELINE      16         /* redis-benchmark -P of the aim */
-#define LATENCIES     (1u << 22) /* per-call latencies kept per run, shared by its threads */
-#define ROUNDS        5          /* the targets' rows, alternating: their medians decide */
-#define ASYNC_ROUNDS  3          /* bench_redis async: rounds of each algorithm's row */
-#define TARGET_P50_X  1.3        /* one thread's p50 within this many PING p50s */
-#define LIMIT_NAME    "bench.redis"
-#define PREFETCH_NAME "bench.prefetch" /* the same rule with prefetch = PREFETCH */
-#define PREFETCH      100
-/* the decision scripts' shortest reply, an admission's: 1, remaining, reset */
-#define SCRIPT_REPLY      3
+#define RUN_NS            (2500 * G_GINT64_CONSTANT(1000000)) /* each measured run: about 2.5 s */
+#define THREADS_MANY      16         /* the concurrent case: threads, and redis-benchmark -c */
+#define PIPELINE          16         /* redis-benchmark -P of the aim */
+#define LATENCIES         (1u << 22) /* per-call latencies kept per run, shared by its threads */
+#define ROUNDS            5          /* the targets' rows, alternating: their medians decide */
+#define ASYNC_ROUNDS      3          /* bench_redis async: rounds of each algorithm's row */
+#define TARGET_P50_X      1.3        /* one thread's p50 within this many PING p50s */
+#define LIMIT_NAME        "bench.redis"
+#define PREFETCH_NAME     "bench.prefetch" /* the same rule with prefetch = PREFETCH */
+#define PREFETCH          100
 #define TARGET_PREFETCH_X 10.0 /* prefetch, 16 threads: this many times EVALSHA -c 16 */
 #define SCRIPT_NAME       "token_bucket"
 

@@ -48,8 +48,8 @@ static int call_once(const worker *w, redisContext *ctx, int argc)
     int verdict = SLUICE_FAILED;
     if (r && w->kind == CALL_HIREDIS_PING)
         verdict = r->type == REDIS_REPLY_STATUS ? SLUICE_ALLOWED : SLUICE_FAILED;
-    else if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= SCRIPT_REPLY)
-        verdict = r->element[0]->integer == 1 ? SLUICE_ALLOWED : SLUICE_DENIED;
+    else if (r && r->type == REDIS_REPLY_INTEGER) /* token_bucket's common path: the bucket */
+        verdict = r->integer > 0 ? SLUICE_ALLOWED : SLUICE_DENIED;
     if (r)
         freeReplyObject(r);
     return verdict;

@@ -1,10 +1,13 @@
 -- SPDX-License-Identifier: MIT
 -- sluice fixed_window: count + permits <= limit in a window of window_us that starts at its first admitted hit, or at a multiple of window_us since the epoch (mirrors src/algorithm.c).
 --
--- decide (anchor = first_hit, Redis time): ARGV permits, limit, window_ms.
+-- decide (anchor = first_hit, Redis time, 0 < permits <= limit): ARGV permits, limit,
+--   window_ms.
 --   State: the count in decimal (INCRBY), the window in the key's TTL: the window
 --   starts when the key is made and ends when it expires, so a decision needs no
---   TIME and no GET. A denied call gives back what INCRBY took (DECRBY).
+--   TIME and no GET. A denied call gives back what INCRBY took (DECRBY). Admitted,
+--   it replies the count and the window's ms left, packed ('<d<d': a string reply
+--   costs Redis less than a table); denied, as exact.
 -- exact (anchor = epoch, or a virtual clock): ARGV permits, limit, window_us, anchor
 --   (1 = epoch: a window starts at the last multiple of window_us of now), now_us
 --   (absent: Redis TIME).
@@ -81,40 +84,17 @@ end
 
 local function decide(KEYS, ARGV)
   local key = KEYS[1]
-  local permits, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-  if permits > 0 and permits <= limit then
-    local count = redis.pcall('INCRBY', key, permits)
-    if type(count) == 'table' then return decide_on_packed(KEYS, ARGV) end
-    if count == permits then -- a new window
-      redis.call('PEXPIRE', key, ARGV[3])
-      return {1, limit - count, ARGV[3] * 1000}
-    end
-    local ttl = redis.call('PTTL', key)
-    if ttl < 0 then -- a count without a window (not sluice's): one from now
-      redis.call('PEXPIRE', key, ARGV[3])
-      ttl = tonumber(ARGV[3])
-    end
-    if count <= limit then return {1, limit - count, ttl * 1000} end
-    redis.call('DECRBY', key, permits)
-    count = count - permits
-    return {0, limit - count, ttl * 1000, ttl * 1000}
+  local count = redis.pcall('INCRBY', key, ARGV[1])
+  if type(count) == 'table' then return decide_on_packed(KEYS, ARGV) end
+  local ttl = redis.call('PTTL', key)
+  if ttl < 0 then -- a new window, or a count without one (not sluice's): one from now
+    redis.call('PEXPIRE', key, ARGV[3])
+    ttl = tonumber(ARGV[3])
   end
-  -- a peek, or more than the limit: nothing taken
-  local stored = redis.call('GET', key)
-  local count, ttl = 0, 0
-  if stored then
-    if #stored == 17 then return decide_on_packed(KEYS, ARGV) end
-    count = tonumber(stored)
-    if not count or string.find(stored, '[^0-9]') then
-      if block_of(stored) then return decide_on_packed(KEYS, ARGV) end
-      bad_state(key)
-    end
-    ttl = redis.call('PTTL', key)
-    if ttl < 0 then count, ttl = 0, 0 end
-  end
-  local need = permits > 0 and permits or 1
-  if count + need <= limit then return {1, limit - count, ttl * 1000} end
-  return {0, limit - count, ttl * 1000, ttl * 1000}
+  if count <= tonumber(ARGV[2]) then return struct.pack('<d<d', count, ttl) end
+  redis.call('DECRBY', key, ARGV[1])
+  count = count - ARGV[1]
+  return {0, ARGV[2] - count, ttl * 1000, ttl * 1000}
 end
 
 local function bands(KEYS, ARGV)

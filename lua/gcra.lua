@@ -3,8 +3,11 @@
 --
 -- Emission interval T = window / limit, delay variation tolerance DVT = burst * T.
 -- decide (T a whole number of µs and (burst + 1) * T <= 2^52, which the client
---   checks): ARGV permits, T, burst, now_us (absent: Redis TIME). Every number is a
---   whole µs below 2^53.
+--   checks): ARGV inc (permits * T for a call that takes permits, else 0), DVT, now_us
+--   (absent: Redis TIME). Every number is a whole µs below 2^53. A call that takes
+--   permits is admitted, and written, when tat - now + inc <= DVT. Replies tat - now
+--   as read (at least 0), one integer, from which the client works out the rest
+--   (src/redis/script.c); a block as exact's.
 --   State: the theoretical arrival time in whole µs, packed ('B<d').
 -- exact (any rule): ARGV permits, limit, window_us, burst, now_us (absent: Redis TIME).
 --   Times and durations are spans (prelude.lua).
@@ -78,18 +81,15 @@ local function exact(KEYS, ARGV)
 end
 
 -- Inline, as the common path of every script: a Lua function call costs Redis as
--- much as the arithmetic.
+-- much as the arithmetic, and a table reply more than the rest of the decision.
 local function decide(KEYS, ARGV)
   local key = KEYS[1]
-  local permits, t, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-  local now, virtual = clock(ARGV[4])
-  local need = permits > 0 and permits or 1
-  if need > burst then need = burst + 1 end
-  local dvt = burst * t
+  local inc, dvt = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local now, virtual = clock(ARGV[3])
   local ttl = 0
   local stored = redis.call('GET', key)
   if stored then
-    local tat, f, u
+    local f, tat, u
     if #stored == 9 then
       f, tat = struct.unpack('B<d', stored)
     end
@@ -99,17 +99,13 @@ local function decide(KEYS, ARGV)
     end
     if tat > now then ttl = tat - now end
   end
-  local new = ttl + need * t
-  if new <= dvt then
-    if permits > 0 and permits <= burst then
-      redis.call('SET', key, struct.pack('B<d', STATE_FORMAT, now + new), 'PX', px(new, virtual))
-      ttl = new
-    end
-    return {1, fdiv(dvt - ttl, t), ttl}
+  local new = ttl + inc
+  if inc > 0 and new <= dvt then
+    local ms = math.floor((new + 999) / 1000) + 1
+    if virtual and ms < 3600000 then ms = 3600000 end
+    redis.call('SET', key, struct.pack('B<d', STATE_FORMAT, now + new), 'PX', ms)
   end
-  local remaining = 0
-  if ttl < dvt then remaining = fdiv(dvt - ttl, t) end
-  return {0, remaining, ttl, new - dvt, ttl}
+  return ttl
 end
 
 local function bands(KEYS, ARGV)

@@ -2,7 +2,8 @@
 -- sliding_log: admitted permits in (now - window_us, now] + permits <= limit, exact (mirrors src/algorithm.c).
 --
 -- decide (= exact): KEYS state, seq; ARGV permits, limit, window_us, now_us (absent:
--- Redis TIME).
+-- Redis TIME). An admission logged at now replies remaining alone (an integer: a table
+-- reply costs Redis more than the rest of the decision), its reset being the window.
 -- bands: run_bands (prelude.lua), two keys a band.
 -- State: a ZSET with one member per admitted permit, score = its time, member = a
 -- number from the seq key's counter (unique even when permits share a microsecond);
@@ -118,6 +119,7 @@ decide = function(KEYS, ARGV)
     redis.call('PEXPIRE', key, ms)
     redis.call('PEXPIRE', seq, ms)
   end
+  if t == now then return limit - total - need end -- reset: the window
   return {1, limit - total - need, (t - now) + w}
 end
 

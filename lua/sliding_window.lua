@@ -3,7 +3,9 @@
 --
 -- decide (= exact: no fractions): ARGV permits, limit, window_us, now_us (absent:
 --   Redis TIME). limit * window_ms < 2^52 (the keyfile's bound) keeps every product
---   exact.
+--   exact. Admitted, it replies current (after), previous and now - start, packed
+--   ('<d<d<d': a string reply costs Redis less than a table), from which the client
+--   works out remaining and reset (src/redis/script.c); else as exact.
 -- bands: run_bands (prelude.lua).
 -- State (string, PX = ceil(reset/1000) + 1 ms): start, current and previous, packed
 -- ('B<d<d<d'), windows aligned to multiples of window_us.
@@ -99,8 +101,20 @@ local function decide(KEYS, ARGV)
   local key = KEYS[1]
   local permits, limit, w = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
   local now, virtual = clock(ARGV[4])
-  local start, cur, prev, u = windows_of(key, now, w)
-  if u then return {0, BLOCKED, u - now, u - now} end
+  local start, cur, prev = now - now % w, 0, 0
+  local stored = redis.call('GET', key)
+  if stored then
+    local f, a, b, c, u
+    if #stored == 25 then f, a, b, c = struct.unpack('B<d<d<d', stored) end
+    if f == STATE_FORMAT and a == start then
+      cur, prev = b, c
+    elseif f == STATE_FORMAT and a + w == start then
+      prev = b
+    else
+      start, cur, prev, u = windows_in(key, stored, now, w)
+      if u then return {0, BLOCKED, u - now, u - now} end
+    end
+  end
   local w_ms = w / 1000 -- whole: windows are whole ms
   local weight = w_ms - math.floor((now - start) / 1000) -- the previous window's share
   local need = permits > 0 and permits or 1
@@ -108,18 +122,13 @@ local function decide(KEYS, ARGV)
      prev * weight + (cur + need) * w_ms > limit * w_ms then
     return compact(decide_on(key, limit, w, permits, now, virtual, true, start, cur, prev), 8)
   end
-  local reset = 0
   if permits > 0 then
     cur = cur + need
-    reset = (start - now) + 2 * w
-    redis.call('SET', key, struct.pack('B<d<d<d', STATE_FORMAT, start, cur, prev), 'PX',
-               px(reset, virtual))
-  elseif cur > 0 then
-    reset = (start - now) + 2 * w
-  elseif prev > 0 then
-    reset = (start - now) + w
+    local ms = math.floor((start - now + 2 * w + 999) / 1000) + 1
+    if virtual and ms < 3600000 then ms = 3600000 end
+    redis.call('SET', key, struct.pack('B<d<d<d', STATE_FORMAT, start, cur, prev), 'PX', ms)
   end
-  return {1, fdiv(limit * w_ms - prev * weight - cur * w_ms, w_ms), reset}
+  return struct.pack('<d<d<d', cur, prev, now - start)
 end
 
 local function bands(KEYS, ARGV)

@@ -4,8 +4,13 @@
 -- T = window / limit. reserve_us > 0: a caller that would be denied takes its tokens
 -- now when they are due within reserve_us (wait = when due).
 -- decide (T a whole number of µs and (burst + 1) * T <= 2^52, which the client
---   checks): ARGV permits, T, burst, reserve_us, now_us (absent: Redis TIME). Every
---   number is a whole µs or a count below 2^53.
+--   checks): ARGV inc (need * T; negated for a call that takes nothing: a peek, or
+--   more than the burst), T, burst * T, now_us ('' or absent: Redis TIME), lim
+--   (absent: inc). Every number is a whole µs or a count below 2^53. The bucket read
+--   is r = tokens * T + now - last refill (at most burst * T); a call that takes
+--   permits is admitted, and written, when r >= lim (lim = inc - reserve_us when it
+--   may reserve). Replies r, one integer, from which the client works out the rest
+--   (src/redis/script.c); a block, or a clock that stepped back, as exact's.
 --   State: tokens and the last refill in whole µs, packed ('B<d<d').
 -- exact (any rule): ARGV permits, limit, window_us, burst, reserve_us, now_us (absent:
 --   Redis TIME). Times and durations are spans (prelude.lua).
@@ -112,61 +117,48 @@ local function exact(KEYS, ARGV)
 end
 
 -- Inline, as the common path of every script: a Lua function call costs Redis as
--- much as the arithmetic.
+-- much as the arithmetic, and a table reply more than the rest of the decision. The
+-- bucket is read as r = tokens * T + (now - last refill), refilled: min(r, burst * T).
 local function decide(KEYS, ARGV)
   local key = KEYS[1]
-  local permits, t, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-  local now, virtual = clock(ARGV[5])
-  local need = permits > 0 and permits or 1
-  local consume = permits > 0 and permits <= burst
-  if need > burst then need = burst + 1 end
-  local tokens, last = burst, now
+  local inc, t, top = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+  local now, virtual = clock(ARGV[4])
+  local r = top
   local stored = redis.call('GET', key)
   if stored then
-    local f, u
+    local f, tokens, last, u
     if #stored == 17 then
       f, tokens, last = struct.unpack('B<d<d', stored)
-      if f ~= STATE_FORMAT then bad_state(key) end
-    else
+    end
+    if f ~= STATE_FORMAT then
       tokens, last, f, u = bucket_of(key, stored, nil, now)
       if u then return {0, BLOCKED, u - now, u - now} end
-      if not tokens then tokens, last = burst, now end
     end
-    if tokens < burst and now > last then
-      local gained = fdiv(now - last, t)
-      if gained >= burst - tokens then
-        tokens = burst
-      else
-        tokens = tokens + gained
-        last = last + gained * t
-      end
+    if tokens and now < last then -- a clock that stepped back: the exact path decides
+      local need = inc > 0 and inc or -inc
+      local permits = need / t
+      if inc < 0 and need == t then permits = 0 end -- a peek
+      local reserve = 0
+      if ARGV[5] then reserve = inc - tonumber(ARGV[5]) end
+      return compact(band(key, nil, 1, t, top / t, permits, reserve, now, virtual, true), 8)
     end
-    if tokens >= burst then tokens, last = burst, now end
-  end
-  if tokens >= need then
-    local reset = 0
-    if consume then
-      tokens = tokens - need
-      reset = (last - now) + (burst - tokens) * t
-      redis.call('SET', key, struct.pack('B<d<d', STATE_FORMAT, tokens, last), 'PX', px(reset, virtual))
-    elseif tokens < burst then
-      reset = (last - now) + (burst - tokens) * t
+    if tokens then
+      r = tokens * t + (now - last)
+      if r > top then r = top end
     end
-    return {1, tokens, reset}
   end
-  -- the need - tokens missing tokens are due in
-  local due_in = (last - now) + (need - tokens) * t
-  local reserve = tonumber(ARGV[4])
-  if reserve > MAX_RESERVE_US then reserve = MAX_RESERVE_US end
-  if consume and reserve > 0 and due_in <= reserve then -- a reservation
-    tokens = tokens - need
-    local reset = (last - now) + (burst - tokens) * t
-    redis.call('SET', key, struct.pack('B<d<d', STATE_FORMAT, tokens, last), 'PX',
-               px(reset, virtual))
-    return {1, 0, reset, due_in, 0}
+  local lim = inc
+  if ARGV[5] then lim = tonumber(ARGV[5]) end
+  if inc > 0 and r >= lim then
+    local left = r - inc
+    local tokens = math.floor(left / t)
+    if tokens * t > left then tokens = tokens - 1 end
+    local ms = math.floor((top - left + 999) / 1000) + 1
+    if virtual and ms < 3600000 then ms = 3600000 end
+    redis.call('SET', key, struct.pack('B<d<d', STATE_FORMAT, tokens, now - (left - tokens * t)),
+               'PX', ms)
   end
-  return {0, tokens > 0 and tokens or 0, (last - now) + (burst - tokens) * t, due_in, tokens,
-          now - last}
+  return r
 end
 
 local function bands(KEYS, ARGV)

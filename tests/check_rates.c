@@ -10,6 +10,7 @@
 
 #include "algorithm.h"
 #include "fixture.h"
+#include "redis/script.h"
 #include "value.h"
 
 #define P50 (G_GINT64_CONSTANT(1) << 50)
@@ -555,8 +556,8 @@ END_TEST
 
 /* The scripts' own arithmetic over millions of steps: lua/prelude.lua and the
  * algorithm's entries as Redis runs them, driven by a harness after the script,
- * which decides a batch of calls in one EVAL, reads each reply as the client does
- * (src/redis/script.c) and returns every answer in µs. ARGV[1] names the entry:
+ * which decides a batch of calls in one EVAL and returns every reply, which the test
+ * reads as the client does (src/redis/script.c). ARGV[1] names the entry:
  * exact (any rule) or decide (the common path: T = window / limit whole). */
 static char *lua_harness(const char *algorithm)
 {
@@ -567,28 +568,25 @@ static char *lua_harness(const char *algorithm)
     ck_assert(g_file_get_contents(prelude_path, &prelude, NULL, NULL));
     ck_assert(g_file_get_contents(script_path, &script, NULL, NULL));
     gboolean tb = strcmp(algorithm, "token_bucket") == 0;
+    /* per step: now, permits, reserve, then decide's ARGV before the time ('' past its
+     * end: src/redis/script.c's sluice__redis_decide_args) */
     return g_strconcat(
         prelude, "\n", script,
         "local l, w, b = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
         "local out, i = {}, 10\n"
         "while ARGV[i] do\n"
         "  local now, permits, reserve = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]\n"
-        "  local c\n"
+        "  local a = {ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]}\n"
         "  if ARGV[1] == 'exact' then\n",
-        tb ? "    c = exact(KEYS, {permits, l, w, b, reserve, now})\n"
-           : "    c = exact(KEYS, {permits, l, w, b, now})\n",
+        tb ? "    out[#out + 1] = exact(KEYS, {permits, l, w, b, reserve, now})\n"
+           : "    out[#out + 1] = exact(KEYS, {permits, l, w, b, now})\n",
         "  else\n",
-        tb ? "    c = decide(KEYS, {permits, w / l, b, reserve, now})\n"
-           : "    c = decide(KEYS, {permits, w / l, b, now})\n",
+        tb ? "    local args = {a[1], a[2], a[3], now}\n"
+             "    if a[4] ~= '' then args[5] = a[4] end\n"
+           : "    local args = {a[1], a[2], now}\n",
+        "    out[#out + 1] = decide(KEYS, args)\n"
         "  end\n"
-        "  local r = {c[1], b, c[2], -1, c[3], 0}\n"
-        "  if c[1] == 1 then\n"
-        "    if #c == 5 then r[6] = c[4] end\n"
-        "  elseif permits <= b then\n"
-        "    r[4] = c[4]\n"
-        "  end\n"
-        "  for k = 1, 6 do out[#out + 1] = r[k] end\n"
-        "  i = i + 3\n"
+        "  i = i + 7\n"
         "end\n"
         "return out\n",
         NULL);
@@ -622,8 +620,8 @@ START_TEST(the_scripts_match_exact_fractions_over_millions_of_steps)
             /* both paths on their own keys, the same calls */
             for (int path = 0; path < (whole_rate(&r) ? 2 : 1); path++) {
                 /* EVAL script 1 key, ARGV[1..9] (1: the entry; 2..4: limit, window,
-                 * burst), then now, permits, reserve per step */
-                const int argc = 3 + 1 + 9 + 3 * LUA_BATCH;
+                 * burst), then now, permits, reserve and decide's 4 per step */
+                const int argc = 3 + 1 + 9 + 7 * LUA_BATCH;
                 g_autofree const char **argv = g_new0(const char *, argc);
                 g_autoptr(GPtrArray) owned = g_ptr_array_new_with_free_func(g_free);
                 sluice__verdict want[LUA_BATCH];
@@ -641,22 +639,30 @@ START_TEST(the_scripts_match_exact_fractions_over_millions_of_steps)
                     ref_decide(&r, &ref[path], calls[i][0], calls[i][1], calls[i][2], &want[i]);
                     for (int k = 0; k < 3; k++)
                         argv[n++] = own_decimal(owned, calls[i][k]);
+                    gint64 args[4];
+                    guint m = path == 1 ? sluice__redis_decide_args(r.algorithm, r.w / r.l, r.b,
+                                                                    calls[i][1], calls[i][2], args)
+                                        : 0;
+                    for (guint k = 0; k < 4; k++)
+                        argv[n++] = k < m ? own_decimal(owned, args[k]) : "";
                 }
                 redisReply *reply = redisCommandArgv(c, n, argv, NULL);
                 ck_assert_msg(reply && reply->type == REDIS_REPLY_ARRAY &&
-                                  reply->elements == 6 * LUA_BATCH,
+                                  reply->elements == LUA_BATCH,
                               "%s", reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "");
                 for (int i = 0; i < LUA_BATCH; i++, steps++) {
+                    /* read as the client reads it */
+                    sluice__redis_call call = {.algorithm = r.algorithm,
+                                               .entry = path == 1 ? SLUICE__LUA_DECIDE
+                                                                  : SLUICE__LUA_EXACT,
+                                               .capacity = r.b,
+                                               .permits = calls[i][1],
+                                               .t = path == 1 ? r.w / r.l : 0,
+                                               .reserve_us = calls[i][2]};
                     sluice__verdict got = {0};
-                    gint64 *f[6] = {NULL,
-                                    &got.limit,
-                                    &got.remaining,
-                                    &got.retry_after_us,
-                                    &got.reset_after_us,
-                                    &got.wait_us};
-                    got.allowed = reply->element[6 * i]->integer != 0;
-                    for (int k = 1; k < 6; k++)
-                        *f[k] = reply->element[6 * i + k]->integer;
+                    const char *why = NULL;
+                    ck_hot(sluice__redis_call_verdict(&call, reply->element[i], &got, &why),
+                           "step %" G_GINT64_FORMAT ": %s", steps, why);
                     ck_same(&got, &want[i], steps);
                 }
                 common += path == 1 ? LUA_BATCH : 0;

@@ -90,6 +90,25 @@ static gboolean whole_rate(const sluice__rule *rule, gint64 *t)
     return rule->burst < (G_GINT64_CONSTANT(1) << 52) / *t;
 }
 
+guint sluice__redis_decide_args(sluice__algorithm algorithm, gint64 t, gint64 burst, gint64 permits,
+                                gint64 reserve_us, gint64 out[4])
+{
+    gint64 need = MIN(permits > 0 ? permits : 1, burst + 1);
+    gboolean consume = permits > 0 && permits <= burst;
+    if (algorithm == SLUICE__GCRA) {
+        out[0] = consume ? need * t : 0;
+        out[1] = burst * t;
+        return 2;
+    }
+    out[0] = consume ? need * t : -need * t;
+    out[1] = t;
+    out[2] = burst * t;
+    if (!consume || reserve_us <= 0)
+        return 3;
+    out[3] = need * t - MIN(reserve_us, SLUICE__MAX_RESERVE_US);
+    return 4;
+}
+
 static sluice__lua_entry entry_of(const sluice__rule *rule, gboolean virtual, gint64 *t)
 {
     if (rule->warmup_us > 0) /* token_bucket and gcra, without bands */
@@ -126,8 +145,15 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
     c->entry = blocking     ? SLUICE__LUA_BLOCK
                : penalizing ? SLUICE__LUA_PENALIZE
                             : entry_of(rule, virtual, &t);
+    /* fixed_window's decide takes permits: a peek, or more than the limit, is exact's */
+    if (c->entry == SLUICE__LUA_DECIDE && rule->algorithm == SLUICE__FIXED_WINDOW &&
+        (permits <= 0 || permits > rule->limit))
+        c->entry = SLUICE__LUA_EXACT;
     c->capacity = sluice__rule_capacity(rule);
     c->permits = permits;
+    c->t = t;
+    c->reserve_us = reserve_us;
+    c->window_us = rule->window_us;
     c->big = NULL;
     c->data = NULL;
     c->len = 0;
@@ -204,6 +230,20 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
             put_number(&w, rule->bands[i].window_us);
             put_number(&w, rule->bands[i].burst);
         }
+    } else if (c->entry == SLUICE__LUA_DECIDE &&
+               (rule->algorithm == SLUICE__TOKEN_BUCKET || rule->algorithm == SLUICE__GCRA)) {
+        gint64 args[4];
+        guint n = sluice__redis_decide_args(
+            rule->algorithm, t, rule->burst, permits,
+            rule->algorithm == SLUICE__TOKEN_BUCKET ? reserve_us : 0, args);
+        for (guint i = 0; i < MIN(n, 3); i++)
+            put_number(&w, args[i]);
+        if (virtual)
+            put_number(&w, now);
+        else if (n == 4)
+            put_bulk(&w, "", 0);
+        if (n == 4)
+            put_number(&w, args[3]);
     } else {
         if (rule->algorithm == SLUICE__CONCURRENCY)
             put_bulk(&w, op, strlen(op));
@@ -220,12 +260,8 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
             break;
         case SLUICE__TOKEN_BUCKET:
         case SLUICE__GCRA:
-            if (c->entry == SLUICE__LUA_DECIDE) {
-                put_number(&w, t);
-            } else {
-                put_number(&w, rule->limit);
-                put_number(&w, rule->window_us);
-            }
+            put_number(&w, rule->limit); /* exact */
+            put_number(&w, rule->window_us);
             put_number(&w, rule->burst);
             if (rule->algorithm == SLUICE__TOKEN_BUCKET)
                 put_number(&w, reserve_us);
@@ -296,12 +332,130 @@ gboolean sluice__redis_is_no_function(const redisReply *reply)
     return reply->type == REDIS_REPLY_ERROR && strstr(reply->str, "Function not found");
 }
 
+/* floor(a / b) for b > 0 */
+static gint64 floor_div(gint64 a, gint64 b)
+{
+    gint64 q = a / b;
+    return q * b > a ? q - 1 : q;
+}
+
+/* gcra's decide replied ttl = tat - now as read: its decision, as lua/gcra.lua's exact
+ * path reaches it (the script admitted and wrote on the same test). */
+static void gcra_verdict(const sluice__redis_call *c, gint64 ttl, sluice__verdict *v)
+{
+    gint64 t = c->t, burst = c->capacity, dvt = burst * t;
+    gint64 need = MIN(c->permits > 0 ? c->permits : 1, burst + 1);
+    gint64 after = ttl + need * t;
+    v->allowed = after <= dvt;
+    if (v->allowed) {
+        if (c->permits > 0 && c->permits <= burst)
+            ttl = after;
+        v->remaining = floor_div(dvt - ttl, t);
+        v->reset_after_us = ttl;
+        return;
+    }
+    v->remaining = ttl < dvt ? floor_div(dvt - ttl, t) : 0;
+    v->reset_after_us = ttl;
+    v->retry_after_us = after - dvt;
+    v->aging = TRUE;
+    v->state[0] = ttl;
+}
+
+/* token_bucket's decide replied r = tokens * T + now - last refill, refilled: its
+ * decision, as lua/token_bucket.lua's exact path reaches it (the script admitted and
+ * wrote on the same test: r >= need * T, or >= need * T - reserve). */
+static void token_bucket_verdict(const sluice__redis_call *c, gint64 r, sluice__verdict *v)
+{
+    gint64 t = c->t, burst = c->capacity;
+    gint64 need = MIN(c->permits > 0 ? c->permits : 1, burst + 1);
+    gboolean consume = c->permits > 0 && c->permits <= burst;
+    gint64 reserve = consume ? MIN(c->reserve_us, SLUICE__MAX_RESERVE_US) : 0;
+    gint64 tokens = floor_div(r, t), since = r - tokens * t; /* now - last refill */
+    gint64 due_in = tokens < need ? need * t - r : 0;
+    v->allowed = tokens >= need;
+    if (!v->allowed && consume && reserve > 0 && due_in <= reserve) {
+        v->allowed = TRUE;
+        v->wait_us = due_in;
+    }
+    if (v->allowed && consume) {
+        tokens -= need;
+        r -= need * t;
+    }
+    v->remaining = MAX(tokens, 0);
+    v->reset_after_us = tokens < burst ? burst * t - r : 0;
+    if (v->allowed)
+        return;
+    v->retry_after_us = due_in;
+    v->aging = TRUE;
+    v->state[0] = tokens;
+    v->state[1] = since;
+}
+
+/* A little-endian double (Lua's struct.pack '<d') at p. */
+static double packed_double(const char *p)
+{
+    guint64 bits = 0;
+    for (int i = 7; i >= 0; i--)
+        bits = bits << 8 | (guchar)p[i];
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+/* The admission a packed reply says: fixed_window's count and window's ms left,
+ * sliding_window's current, previous and now - start (lua/sliding_window.lua). */
+static void admitted_verdict(const sluice__redis_call *c, const gint64 *n, sluice__verdict *v)
+{
+    *v = (sluice__verdict){.allowed = TRUE, .limit = c->capacity, .retry_after_us = -1};
+    if (c->algorithm == SLUICE__FIXED_WINDOW) {
+        v->remaining = MAX(0, c->capacity - n[0]);
+        v->reset_after_us = n[1] * 1000;
+        return;
+    }
+    gint64 w = c->window_us, w_ms = w / 1000, cur = n[0], prev = n[1], since = n[2];
+    gint64 weight = w_ms - since / 1000; /* 0 <= since < w */
+    v->remaining = MAX(0, floor_div(c->capacity * w_ms - prev * weight - cur * w_ms, w_ms));
+    v->reset_after_us = cur > 0 ? 2 * w - since : prev > 0 ? w - since : 0;
+}
+
 gboolean sluice__redis_call_verdict(const sluice__redis_call *c, const redisReply *reply,
                                     sluice__verdict *v, const char **why)
 {
     if (reply->type == REDIS_REPLY_ERROR) {
         *why = reply->str;
         return FALSE;
+    }
+    /* the common path's short replies (lua/prelude.lua) */
+    gboolean short_reply = c->entry == SLUICE__LUA_DECIDE || c->entry == SLUICE__LUA_EXACT;
+    if (short_reply && reply->type == REDIS_REPLY_INTEGER &&
+        (c->algorithm == SLUICE__GCRA || c->algorithm == SLUICE__TOKEN_BUCKET ||
+         c->algorithm == SLUICE__SLIDING_LOG)) {
+        if (!v)
+            return TRUE;
+        *v = (sluice__verdict){.limit = c->capacity, .retry_after_us = -1};
+        if (c->algorithm == SLUICE__GCRA)
+            gcra_verdict(c, reply->integer, v);
+        else if (c->algorithm == SLUICE__TOKEN_BUCKET)
+            token_bucket_verdict(c, reply->integer, v);
+        else
+            *v = (sluice__verdict){.allowed = TRUE, /* logged at now */
+                                   .limit = c->capacity,
+                                   .remaining = MAX(0, reply->integer),
+                                   .retry_after_us = -1,
+                                   .reset_after_us = c->window_us};
+        if (c->permits > c->capacity)
+            v->retry_after_us = -1; /* never, whatever the state */
+        return TRUE;
+    }
+    if (short_reply && reply->type == REDIS_REPLY_STRING &&
+        ((c->algorithm == SLUICE__FIXED_WINDOW && reply->len == 16) ||
+         (c->algorithm == SLUICE__SLIDING_WINDOW && reply->len == 24))) {
+        gint64 n[3];
+        for (gsize i = 0; i < reply->len / 8; i++)
+            n[i] = (gint64)packed_double(reply->str + 8 * i);
+        if (v)
+            admitted_verdict(c, n, v);
+        return TRUE;
     }
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 || reply->elements > 8) {
         *why = "unexpected reply";

@@ -37,6 +37,8 @@ typedef struct {
     sluice__algorithm algorithm;
     sluice__lua_entry entry;
     gint64 capacity, permits; /* what the reply is read with */
+    gint64 t, reserve_us;     /* token_bucket and gcra's decide: T (µs), the reserve asked */
+    gint64 window_us;         /* sliding_window's decide */
     const char *data;         /* the command, len bytes, once named (sluice__redis_call_use) */
     gsize len;
     gsize key_at, key_len; /* the state key, within the arguments (a Cluster's slot) */
@@ -75,6 +77,12 @@ gboolean sluice__redis_is_noscript(const redisReply *reply);
 /* TRUE when reply says the server has no such function (a library flushed, or
  * replaced by another version's). */
 gboolean sluice__redis_is_no_function(const redisReply *reply);
+/* The ARGV of token_bucket's and gcra's decide (lua/token_bucket.lua, lua/gcra.lua) for
+ * permits of a rule with T = t whole µs and burst, before the time: out[0..n), n
+ * returned (gcra 2, token_bucket 3, or 4 with a reserve: its lim after the time). */
+guint sluice__redis_decide_args(sluice__algorithm algorithm, gint64 t, gint64 burst, gint64 permits,
+                                gint64 reserve_us, gint64 out[4]);
+
 /* Reads a script's reply into *v (NULL: only checked): a rule's limit and capacity
  * from the call, the rest from the reply, a denial with what ages it; FALSE with a
  * reason (an error reply's text, or what was wrong with it) otherwise. */
