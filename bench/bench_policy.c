@@ -19,7 +19,7 @@
  * Overrides: a fixed_window limit with OVERRIDES overrides next to the same limit
  * without, for keys without an override and keys with one, and next to the reference:
  * the limit without, each call followed by one g_hash_table_lookup of its key in a table
- * of OVERRIDES keys.
+ * (a set) of its own copies of OVERRIDES keys.
  *
  * Rounds of a row and its baseline alternate; every figure is the median of its rounds.
  * Targets: on Redis exactly as many commands per decision, and the time per decision
@@ -214,12 +214,14 @@ static void call_and_lookup(gconstpointer data, guint64 i)
  * without, and one lookup in a table of as many keys. */
 static void bench_overrides(const char *backend)
 {
-    GHashTable *table = g_hash_table_new(g_str_hash, g_str_equal);
+    /* the table's own copies of the keys, as any table has (a caller's key is never the
+     * string the table holds); each its own value, the least a GHashTable keeps */
+    GHashTable *table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     for (guint i = 0; i < OVERRIDES; i++)
-        g_hash_table_add(table, overridden[i]);
+        g_hash_table_add(table, g_strdup(overridden[i]));
     printf("\n%s backend, overrides: ns per decision of a fixed_window limit with %d "
            "overrides, next to\nthe same limit without (none) and without with a "
-           "g_hash_table_lookup of the key in a table\nof %d keys after each decision "
+           "g_hash_table_lookup of the key in a table\nof copies of %d keys after each decision "
            "(none + lookup); median of %d rounds; the difference: the\nmedian of each "
            "round's overrides - none\n%-22s %8s %13s %10s %11s  %s\n",
            backend, OVERRIDES, OVERRIDES, MEMORY_ROUNDS, "keys decided", "none", "none + lookup",
@@ -249,8 +251,8 @@ static void bench_overrides(const char *backend)
 }
 
 /* The rows decided in process, on backend "memory" or "shm" (a zone of this run's own,
- * removed after). */
-static void bench_in_process(const char *backend)
+ * removed after); only those of overrides when blocks is FALSE. */
+static void bench_in_process(const char *backend, gboolean blocks)
 {
     GError *error = NULL;
     gboolean shm = strcmp(backend, "shm") == 0;
@@ -260,11 +262,13 @@ static void bench_in_process(const char *backend)
         shm ? g_strdup_printf("[sluice]\nbackend = shm\nshm = %s\nshm_size = 64M\n%s", zone, all)
             : g_strdup(all);
     must(bench_init(ini, &error), &error);
-    printf("\n%s backend: ns per decision (the median batch of %d calls; median of %d rounds;"
-           "\nthe difference: the median of each pair of rounds' ratio)\n"
-           "%-30s %10s %10s %11s  %s\n",
-           backend, BATCH, MEMORY_ROUNDS, "limit", "baseline", "blocked", "difference", "target");
-    for (guint l = 0; l < LIMITS; l++) {
+    if (blocks)
+        printf("\n%s backend: ns per decision (the median batch of %d calls; median of %d "
+               "rounds;\nthe difference: the median of each pair of rounds' ratio)\n"
+               "%-30s %10s %10s %11s  %s\n",
+               backend, BATCH, MEMORY_ROUNDS, "limit", "baseline", "blocked", "difference",
+               "target");
+    for (guint l = 0; blocks && l < LIMITS; l++) {
         double base[MEMORY_ROUNDS], blocked[MEMORY_ROUNDS], ratio[MEMORY_ROUNDS];
         lay_out(l);
         memory_round(l); /* warm */
@@ -407,7 +411,9 @@ int main(int argc, char **argv)
         others[i] = g_strdup_printf("other-%u", i);
     for (guint i = 0; i < OVERRIDES; i++)
         overridden[i] = g_strdup_printf("partner-%u", i);
-    const char *only = argc > 1 ? argv[1] : NULL; /* "memory", "shm" or "redis" */
+    /* "memory", "shm", "redis", or "overrides" (their rows on memory and shm) */
+    const char *only = argc > 1 ? argv[1] : NULL;
+    gboolean overrides = only && strcmp(only, "overrides") == 0;
     bench_print_version("memory, shm and redis");
     g_autofree char *load = bench_load_average();
     printf("What blocks cost a decision that is not blocked: %d keys decided in turn, with %d "
@@ -416,10 +422,10 @@ int main(int argc, char **argv)
            "Target: as many Redis commands, and a time per decision within %.0f%% of the "
            "baseline's.\n",
            KEYS, OTHER_KEYS, load, TARGET_PERCENT);
-    if (!only || strcmp(only, "memory") == 0)
-        bench_in_process("memory");
-    if (!only || strcmp(only, "shm") == 0)
-        bench_in_process("shm");
+    if (!only || overrides || strcmp(only, "memory") == 0)
+        bench_in_process("memory", !overrides);
+    if (!only || overrides || strcmp(only, "shm") == 0)
+        bench_in_process("shm", !overrides);
     if (!only || strcmp(only, "redis") == 0)
         bench_redis();
     for (guint i = 0; i < KEYS; i++)

@@ -9,9 +9,11 @@
 /* What an interned overrides was made of, to find it again. */
 typedef struct {
     sluice__overrides overrides;
-    sluice__rule base; /* the limit's rule without overrides */
-    GHashTable *specs; /* key -> sluice__override_spec * (copies) */
-    GHashTable *rules; /* the distinct rules of by_key, as a set (owned) */
+    sluice__rule base;             /* the limit's rule without overrides */
+    GHashTable *specs;             /* key -> sluice__override_spec * (copies) */
+    GHashTable *rules;             /* the distinct rules of the table, as a set (owned) */
+    sluice__override_entry *slots; /* the table's (owned) */
+    guint64 *homes;                /* the table's (owned) */
 } made;
 
 static GPtrArray *all; /* made *: every overrides since the first load */
@@ -76,6 +78,66 @@ static sluice__rule *rule_of(made *m, const sluice__override_spec *spec)
     return found;
 }
 
+/* Puts key and its rule in m's table: Robin Hood, a key that has come further from
+ * its own slot takes the slot of one that has come less far, which moves on. */
+static void table_put(made *m, const char *key, const sluice__rule *rule)
+{
+    sluice__override_entry e = {.rule = rule, .len = (guint32)strlen(key)};
+    if (e.len < SLUICE__OVERRIDE_INLINE) {
+        memcpy(e.key, key, e.len + 1);
+    } else {
+        char *copy = g_strdup(key);
+        memcpy(e.key, &copy, sizeof copy);
+    }
+    guint64 h = sluice__key_hash(key, e.len, m->overrides.seed);
+    e.tag = (guint16)(h >> 48);
+    gsize home = h & m->overrides.mask;
+    m->homes[home / 64] |= G_GUINT64_CONSTANT(1) << (home % 64);
+    for (gsize at = home;; at = (at + 1) & m->overrides.mask) {
+        sluice__override_entry *slot = &m->slots[at];
+        if (!slot->rule) {
+            *slot = e;
+            break;
+        }
+        if (slot->distance < e.distance) {
+            sluice__override_entry passed = *slot;
+            *slot = e;
+            e = passed;
+        }
+        g_assert(e.distance < G_MAXUINT16);
+        e.distance++;
+    }
+    m->overrides.n++;
+}
+
+/* m's table for n keys, empty: at most half full. */
+static void table_new(made *m, guint n)
+{
+    gsize slots = 16;
+    while (slots < 2 * (gsize)n)
+        slots *= 2;
+    m->slots =
+        g_aligned_alloc0(slots, sizeof(sluice__override_entry), G_ALIGNOF(sluice__override_entry));
+    m->homes = g_new0(guint64, (slots + 63) / 64);
+    m->overrides.slots = m->slots;
+    m->overrides.homes = m->homes;
+    m->overrides.mask = slots - 1;
+    m->overrides.seed = sluice__key_seed();
+}
+
+static void table_free(made *m)
+{
+    for (gsize i = 0; i <= m->overrides.mask; i++) {
+        char *copy;
+        if (m->slots[i].rule && m->slots[i].len >= SLUICE__OVERRIDE_INLINE) {
+            memcpy(&copy, m->slots[i].key, sizeof copy);
+            g_free(copy);
+        }
+    }
+    g_aligned_free(m->slots);
+    g_free(m->homes);
+}
+
 sluice__overrides *sluice__overrides_intern(const sluice__rule *base, GHashTable *specs)
 {
     sluice__rule plain;
@@ -92,14 +154,14 @@ sluice__overrides *sluice__overrides_intern(const sluice__rule *base, GHashTable
     m->base = plain;
     m->specs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     m->rules = g_hash_table_new_full(sluice__rule_hash, sluice__rule_equal, g_free, NULL);
-    m->overrides.by_key = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    table_new(m, g_hash_table_size(specs));
     GHashTableIter it;
     gpointer key, value;
     g_hash_table_iter_init(&it, specs);
     while (g_hash_table_iter_next(&it, &key, &value)) {
         g_hash_table_insert(m->specs, g_strdup(key),
                             g_memdup2(value, sizeof(sluice__override_spec)));
-        g_hash_table_insert(m->overrides.by_key, g_strdup(key), rule_of(m, value));
+        table_put(m, key, rule_of(m, value));
     }
     g_ptr_array_add(all, m);
     return &m->overrides;
@@ -112,14 +174,14 @@ void sluice__overrides_own(sluice__overrides *overrides, const sluice__rule *rul
 
 guint sluice__overrides_count(const sluice__overrides *overrides)
 {
-    return overrides ? g_hash_table_size(overrides->by_key) : 0;
+    return overrides ? overrides->n : 0;
 }
 
 void sluice__overrides_clear(void)
 {
     for (guint i = 0; all && i < all->len; i++) {
         made *m = g_ptr_array_index(all, i);
-        g_hash_table_unref(m->overrides.by_key);
+        table_free(m);
         g_hash_table_unref(m->rules);
         g_hash_table_unref(m->specs);
         g_free(m);

@@ -259,6 +259,44 @@ START_TEST(thousands_of_overrides_each_apply_to_their_key)
 }
 END_TEST
 
+/* Keys of every length find their own override, and only it: a long key (an API
+ * token) as a short one, keys that differ in their last byte, a key that is a prefix
+ * of another; every one of many keys, and none of as many others. */
+START_TEST(every_key_finds_its_override_whatever_its_length)
+{
+    GString *file = g_string_new(SEARCH "[override:search]\n");
+    GPtrArray *keys = g_ptr_array_new_with_free_func(g_free);
+    for (guint len = 1; len <= 120; len++) {
+        char *key = g_strnfill(len, 'k');
+        key[len - 1] = 'a';
+        g_ptr_array_add(keys, key);
+    }
+    for (guint i = 0; i < 3000; i++)
+        g_ptr_array_add(keys, g_strdup_printf("token-%08x-%u", i * 2654435761u, i));
+    for (guint i = 0; i < keys->len; i++)
+        g_string_append_printf(file, "%s = %u/1m\n", (char *)keys->pdata[i], 3 + i % 7);
+    load(file->str);
+    g_string_free(file, TRUE);
+    ck_assert_uint_eq(sluice_rule_overrides("search", NULL), keys->len);
+    sluice_rule_info rule;
+    sluice_rule_source source;
+    for (guint i = 0; i < keys->len; i++) {
+        const char *key = keys->pdata[i];
+        ck_assert(sluice_rule_get_key("search", key, &rule, &source, NULL));
+        ck_assert_msg(source == SLUICE_RULE_OVERRIDE && rule.limit == 3 + i % 7, "%s", key);
+        /* the same key one byte longer, or its last byte changed, has none */
+        g_autofree char *longer = g_strconcat(key, "k", NULL);
+        g_autofree char *other = g_strdup(key);
+        other[strlen(other) - 1] ^= 1;
+        ck_assert(sluice_rule_get_key("search", longer, &rule, &source, NULL));
+        ck_assert_msg(source == SLUICE_RULE_OWN, "%s", longer);
+        ck_assert(sluice_rule_get_key("search", other, &rule, &source, NULL));
+        ck_assert_msg(source == SLUICE_RULE_OWN, "%s", other);
+    }
+    g_ptr_array_unref(keys);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("overrides");
@@ -274,6 +312,7 @@ int main(void)
     tcase_add_test(t, a_concurrency_override_sets_the_calls_in_flight_of_a_key);
     tcase_add_test(t, rule_get_key_says_which_rule_decides_a_key);
     tcase_add_test(t, thousands_of_overrides_each_apply_to_their_key);
+    tcase_add_test(t, every_key_finds_its_override_whatever_its_length);
     suite_add_tcase(s, t);
     return fixture_run(s);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "key_hash.h"
 #include "memory/order.h"
 #include "memory/retire.h"
 #include "memory/store.h"
@@ -47,26 +48,11 @@ static guint64 seed;      /* per process: the hash of a key cannot be chosen fro
 
 /* ---- keys and nodes ------------------------------------------------------------- */
 
-/* The hash of key (seeded; a word at a time, then mixed as MurmurHash3's finalizer):
- * the stripe is its top bits, the slot its bottom bits. */
+/* The hash of key (src/key_hash.h): the stripe is its top bits, the slot its
+ * bottom bits. */
 static inline guint64 hash_key(const char *key)
 {
-    gsize len = strlen(key);
-    guint64 h = seed ^ (len * G_GUINT64_CONSTANT(0x9e3779b97f4a7c15));
-    const char *p = key;
-    for (; len >= 8; len -= 8, p += 8) {
-        guint64 w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * G_GUINT64_CONSTANT(0xff51afd7ed558ccd);
-        h ^= h >> 32;
-    }
-    guint64 w = 0;
-    memcpy(&w, p, len);
-    h = (h ^ w) * G_GUINT64_CONSTANT(0xc4ceb9fe1a85ec53);
-    h ^= h >> 33;
-    h *= G_GUINT64_CONSTANT(0xff51afd7ed558ccd);
-    h ^= h >> 33;
-    return h;
+    return sluice__key_hash(key, strlen(key), seed);
 }
 
 static inline char *node_key(sluice__keyed_node *node)
@@ -563,7 +549,7 @@ void sluice__keyed_init(sluice__keyed *keyed)
 {
     static gsize seeded;
     if (g_once_init_enter(&seeded)) {
-        seed = (guint64)g_random_int() << 32 | g_random_int();
+        seed = sluice__key_seed();
         g_once_init_leave(&seeded, 1);
     }
     memset(keyed, 0, sizeof *keyed);
