@@ -8,7 +8,9 @@
 --   works out remaining and reset (src/redis/script.c); else as exact.
 -- bands: run_bands (prelude.lua).
 -- State (string, PX = ceil(reset/1000) + 1 ms): start, current and previous, packed
--- ('B<d<d<d'), windows aligned to multiples of window_us.
+-- ('B<d<d<d'), windows aligned to multiples of window_us. decide writes the first
+-- state of a window with PX, the next ones of the same window with KEEPTTL: the key
+-- keeps the expiry the window's first write gave it, the end of the next window.
 -- A denial carries current, previous and now - start: the client ages it exactly.
 
 -- The windows a value holds at now: the current one's start (now's, or a later one's
@@ -102,12 +104,13 @@ local function decide(KEYS, ARGV)
   local permits, limit, w = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
   local now, virtual = clock(ARGV[4])
   local start, cur, prev = now - now % w, 0, 0
+  local same = false -- the state of this window: its key expires when this window's would
   local stored = redis.call('GET', key)
   if stored then
     local f, a, b, c, u
     if #stored == 25 then f, a, b, c = struct.unpack('B<d<d<d', stored) end
     if f == STATE_FORMAT and a == start then
-      cur, prev = b, c
+      cur, prev, same = b, c, true
     elseif f == STATE_FORMAT and a + w == start then
       prev = b
     else
@@ -122,7 +125,10 @@ local function decide(KEYS, ARGV)
      prev * weight + (cur + need) * w_ms > limit * w_ms then
     return compact(decide_on(key, limit, w, permits, now, virtual, true, start, cur, prev), 8)
   end
-  if permits > 0 then
+  if permits > 0 and same then -- SET with KEEPTTL costs Redis a third less than with PX
+    cur = cur + need
+    redis.call('SET', key, struct.pack('B<d<d<d', STATE_FORMAT, start, cur, prev), 'KEEPTTL')
+  elseif permits > 0 then
     cur = cur + need
     local ms = math.floor((start - now + 2 * w + 999) / 1000) + 1
     if virtual and ms < 3600000 then ms = 3600000 end
