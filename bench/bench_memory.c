@@ -38,42 +38,25 @@ typedef struct {
     guint share, shares; /* its keys: the share-th of `shares` runs of them */
     gint *ready;         /* atomic: threads that are waiting for the start */
     gint *start;         /* atomic: set when every thread is ready         */
-    guint64 calls;
-    guint64 admitted;
-    gint64 elapsed_ns;
-    gint64 cpu_ns;     /* time on a CPU: less than elapsed when preempted or asleep */
-    double typical_ns; /* per call, in the median batch                        */
+    bench_batches out;
 } worker;
 
-/* Calls the operation in batches until ROUND_NS has passed on the monotonic clock,
- * timing every batch: the median batch is what a call costs when the thread is
- * not preempted (a batch lasts a few microseconds, a time slice milliseconds). */
+/* The operation's calls from where the thread is in the key rotation. */
+static guint64 op_batch(gpointer p, guint64 done, guint batch)
+{
+    worker *w = p;
+    return w->op(w->first + done, batch);
+}
+
+/* Calls the operation in timed batches until ROUND_NS has passed. */
 static gpointer work(gpointer p)
 {
     worker *w = p;
-    GArray *batches = g_array_sized_new(FALSE, FALSE, sizeof(guint32), 1 << 18);
     memory_ops_keys_share(w->share, w->shares);
     g_atomic_int_inc(w->ready);
     while (!g_atomic_int_get(w->start))
         ; /* spin: the threads start within a few hundred ns of each other */
-    gint64 cpu0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    gint64 t0 = bench_clock_ns(CLOCK_MONOTONIC), t = t0, last;
-    guint64 calls = 0, admitted = 0;
-    do {
-        last = t;
-        admitted += w->op(w->first + calls, BATCH);
-        calls += BATCH;
-        t = bench_clock_ns(CLOCK_MONOTONIC);
-        guint32 batch_ns = (guint32)MIN(t - last, G_MAXUINT32);
-        g_array_append_val(batches, batch_ns);
-    } while (t - t0 < ROUND_NS);
-    w->cpu_ns = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    bench_sort_u32((guint32 *)batches->data, batches->len);
-    w->typical_ns = bench_quantile((guint32 *)batches->data, batches->len, 0.5) / (double)BATCH;
-    g_array_free(batches, TRUE);
-    w->calls = calls;
-    w->admitted = admitted;
-    w->elapsed_ns = t - t0;
+    bench_batches_run(op_batch, w, BATCH, ROUND_NS, &w->out);
     return NULL;
 }
 
@@ -102,11 +85,7 @@ static sample run_round(bench_op op, guint threads, gboolean own_keys)
                         own_keys ? threads : 1,
                         &ready,
                         &start,
-                        0,
-                        0,
-                        0,
-                        0,
-                        0};
+                        {0}};
         t[i] = g_thread_new("bench", work, &w[i]);
     }
     while (g_atomic_int_get(&ready) < (gint)threads)
@@ -114,10 +93,11 @@ static sample run_round(bench_op op, guint threads, gboolean own_keys)
     g_atomic_int_set(&start, 1);
     for (guint i = 0; i < threads; i++) {
         g_thread_join(t[i]);
-        s.ns_per_call += w[i].typical_ns / threads;
-        s.calls_per_sec += (double)w[i].calls * 1e9 / (double)w[i].elapsed_ns;
-        s.on_cpu += (double)w[i].cpu_ns / (double)w[i].elapsed_ns / threads;
-        s.not_admitted += w[i].calls - w[i].admitted;
+        const bench_batches *b = &w[i].out;
+        s.ns_per_call += b->typical_ns / threads;
+        s.calls_per_sec += (double)b->calls * 1e9 / (double)b->elapsed_ns;
+        s.on_cpu += (double)b->cpu_ns / (double)b->elapsed_ns / threads;
+        s.not_admitted += b->calls - b->admitted;
     }
     return s;
 }

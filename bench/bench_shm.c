@@ -14,12 +14,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <glib.h>
 #include <sluice/sluice.h>
 
+#include "children.h"
 #include "setup.h"
 #include "timing.h"
 
@@ -44,54 +44,36 @@ static char *shm_keyfile, *zone;
 
 static char *keys[KEYS];
 
-/* What one caller (a thread, or a process's one thread) did in a round. */
-typedef struct {
-    guint64 calls, not_admitted;
-    gint64 elapsed_ns, cpu_ns;
-    double typical_ns; /* per call, in the median batch */
-} tally;
-
 typedef struct {
     guint first, n; /* its keys: keys[first .. first + n) */
     gint *ready;    /* atomic: callers waiting for the start */
     gint *start;    /* atomic: set when every caller is ready */
-    tally *out;
+    bench_batches *out;
 } caller;
 
-/* Calls sluice_acquire on the caller's keys in turn, in batches, until ROUND_NS has
- * passed: the median batch is what a call costs when the caller is not preempted. */
+/* A batch of sluice_acquire on the caller's keys in turn. */
+static guint64 keys_batch(gpointer p, guint64 done, guint batch)
+{
+    caller *c = p;
+    guint64 admitted = 0;
+    for (guint i = 0, k = (guint)(done % c->n); i < batch; i++) {
+        admitted +=
+            sluice_acquire("bench.keyed", keys[c->first + k], 1, NULL, NULL) == SLUICE_ALLOWED;
+        if (++k == c->n)
+            k = 0;
+    }
+    return admitted;
+}
+
+/* Calls sluice_acquire on the caller's keys in turn, in timed batches, until ROUND_NS
+ * has passed: the median batch is what a call costs when the caller is not preempted. */
 static gpointer call_keys(gpointer p)
 {
     caller *c = p;
-    GArray *batches = g_array_sized_new(FALSE, FALSE, sizeof(guint32), 1 << 16);
     g_atomic_int_inc(c->ready);
     while (!g_atomic_int_get(c->start))
         ; /* spin: the callers start within a few hundred ns of each other */
-    gint64 cpu0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    gint64 t0 = bench_clock_ns(CLOCK_MONOTONIC), t = t0, last;
-    guint64 calls = 0, admitted = 0;
-    guint k = 0;
-    do {
-        last = t;
-        for (guint i = 0; i < BATCH; i++) {
-            admitted +=
-                sluice_acquire("bench.keyed", keys[c->first + k], 1, NULL, NULL) == SLUICE_ALLOWED;
-            if (++k == c->n)
-                k = 0;
-        }
-        calls += BATCH;
-        t = bench_clock_ns(CLOCK_MONOTONIC);
-        guint32 batch_ns = (guint32)MIN(t - last, G_MAXUINT32);
-        g_array_append_val(batches, batch_ns);
-    } while (t - t0 < ROUND_NS);
-    c->out->cpu_ns = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    bench_sort_u32((guint32 *)batches->data, batches->len);
-    c->out->typical_ns =
-        bench_quantile((guint32 *)batches->data, batches->len, 0.5) / (double)BATCH;
-    g_array_free(batches, TRUE);
-    c->out->calls = calls;
-    c->out->not_admitted = calls - admitted;
-    c->out->elapsed_ns = t - t0;
+    bench_batches_run(keys_batch, c, BATCH, ROUND_NS, c->out);
     return NULL;
 }
 
@@ -103,14 +85,14 @@ typedef struct {
     guint64 not_admitted; /* must stay 0: the limit never says no   */
 } sample;
 
-static sample sum(const tally *t, guint n)
+static sample sum(const bench_batches *t, guint n)
 {
     sample s = {0, 0, 0, 0};
     for (guint i = 0; i < n; i++) {
         s.ns_per_call += t[i].typical_ns / n;
         s.calls_per_sec += (double)t[i].calls * 1e9 / (double)t[i].elapsed_ns;
         s.on_cpu += (double)t[i].cpu_ns / (double)t[i].elapsed_ns / n;
-        s.not_admitted += t[i].not_admitted;
+        s.not_admitted += t[i].calls - t[i].admitted;
     }
     return s;
 }
@@ -119,7 +101,7 @@ static sample sum(const tally *t, guint n)
 static sample threads_round(const char *keyfile, guint threads)
 {
     caller c[CALLERS];
-    tally t[CALLERS];
+    bench_batches t[CALLERS];
     GThread *th[CALLERS];
     gint ready = 0, start = 0;
     g_autoptr(GError) error = NULL;
@@ -138,39 +120,44 @@ static sample threads_round(const char *keyfile, guint threads)
     return sum(t, threads);
 }
 
+/* What the processes of processes_round share. */
+typedef struct {
+    gint ready, start, failed;
+    guint processes;
+    bench_batches t[CALLERS];
+} shared_round;
+
+/* Process i of a round: attaches, then calls its keys with the others. */
+static int process_calls(guint i, gpointer data)
+{
+    shared_round *s = data;
+    if (!bench_init(shm_keyfile, NULL)) {
+        g_atomic_int_inc(&s->failed);
+        g_atomic_int_inc(&s->ready);
+        return 1;
+    }
+    guint n = KEYS / s->processes;
+    caller c = {i * n, n, &s->ready, &s->start, &s->t[i]};
+    call_keys(&c);
+    sluice_shutdown();
+    return 0;
+}
+
 /* A round of `processes` processes on the zone, forked before any attaches (this
  * process is not attached while it forks), each with one thread on keys of its own;
  * they start together once every one has attached. */
 static sample processes_round(guint processes)
 {
-    struct shared {
-        gint ready, start, failed;
-        tally t[CALLERS];
-    } *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    shared_round *s =
+        mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     g_assert(s != MAP_FAILED);
-    memset(s, 0, sizeof *s);
+    *s = (shared_round){.processes = processes};
     pid_t pids[CALLERS];
-    for (guint i = 0; i < processes; i++) {
-        pids[i] = fork();
-        g_assert(pids[i] >= 0);
-        if (pids[i] == 0) {
-            alarm(60);
-            if (!bench_init(shm_keyfile, NULL)) {
-                g_atomic_int_inc(&s->failed);
-                g_atomic_int_inc(&s->ready);
-                _exit(1);
-            }
-            caller c = {i * (KEYS / processes), KEYS / processes, &s->ready, &s->start, &s->t[i]};
-            call_keys(&c);
-            sluice_shutdown();
-            _exit(0);
-        }
-    }
+    children_fork(processes, 60, process_calls, s, pids);
     while (g_atomic_int_get(&s->ready) < (gint)processes)
         g_usleep(100);
     g_atomic_int_set(&s->start, 1);
-    for (guint i = 0; i < processes; i++)
-        waitpid(pids[i], NULL, 0);
+    children_wait(processes, pids);
     if (s->failed)
         g_error("bench_shm: a process could not attach to the zone");
     sample r = sum(s->t, processes);

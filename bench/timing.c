@@ -99,3 +99,27 @@ double bench_max(const double *values, guint n)
         m = MAX(m, values[i]);
     return m;
 }
+
+void bench_batches_run(bench_batch_fn fn, gpointer data, guint batch, gint64 round_ns,
+                       bench_batches *out)
+{
+    GArray *batches = g_array_sized_new(FALSE, FALSE, sizeof(guint32), 1 << 18);
+    gint64 cpu0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    gint64 t0 = bench_clock_ns(CLOCK_MONOTONIC), t = t0, last;
+    guint64 calls = 0, admitted = 0;
+    do {
+        last = t;
+        admitted += fn(data, calls, batch);
+        calls += batch;
+        t = bench_clock_ns(CLOCK_MONOTONIC);
+        guint32 batch_ns = (guint32)MIN(t - last, G_MAXUINT32);
+        g_array_append_val(batches, batch_ns);
+    } while (t - t0 < round_ns);
+    out->cpu_ns = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    bench_sort_u32((guint32 *)batches->data, batches->len);
+    out->typical_ns = bench_quantile((guint32 *)batches->data, batches->len, 0.5) / (double)batch;
+    g_array_free(batches, TRUE);
+    out->calls = calls;
+    out->admitted = admitted;
+    out->elapsed_ns = t - t0;
+}

@@ -33,4 +33,22 @@ double bench_median(const double *values, guint n);
 double bench_min(const double *values, guint n);
 double bench_max(const double *values, guint n);
 
+/* What a thread's timed batches did (bench_batches_run). */
+typedef struct {
+    guint64 calls, admitted;
+    gint64 elapsed_ns; /* on the monotonic clock                                  */
+    gint64 cpu_ns;     /* on a CPU: less than elapsed when preempted or asleep     */
+    double typical_ns; /* per call, in the median batch                           */
+} bench_batches;
+
+/* Makes `batch` calls, the done-th call of the thread's run onwards; returns how many
+ * were admitted. */
+typedef guint64 (*bench_batch_fn)(gpointer data, guint64 done, guint batch);
+
+/* Calls fn in batches of `batch` calls until round_ns has passed on the monotonic
+ * clock, timing every batch: the median batch is what a call costs when the thread
+ * is not preempted (a batch lasts a few microseconds, a time slice milliseconds). */
+void bench_batches_run(bench_batch_fn fn, gpointer data, guint batch, gint64 round_ns,
+                       bench_batches *out);
+
 #endif

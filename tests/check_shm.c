@@ -3,6 +3,7 @@
  * (exactly, with different keyfiles, dying at any moment), and how it stays
  * bounded. The answers of each algorithm are the conformance suites' (they run
  * with SLUICE_TEST_BACKEND=shm). */
+#include "children.h"
 #include "fixture.h"
 
 #include <fcntl.h>
@@ -17,13 +18,27 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* A keyfile's contents on this test's zone of `size`, with more [sluice] settings and
+ * rules. g_free it. */
+static char *zone_contents(const char *size, const char *sluice, const char *rules)
+{
+    return g_strdup_printf("[sluice]\nbackend = shm\nshm = %s\nshm_size = %s\n%s\n%s",
+                           fixture_zone_name(), size, sluice, rules);
+}
+
 /* A keyfile on this test's zone of `size`, with more [sluice] settings and rules. */
 static char *zone_keyfile(const char *size, const char *sluice, const char *rules)
 {
-    g_autofree char *contents =
-        g_strdup_printf("[sluice]\nbackend = shm\nshm = %s\nshm_size = %s\n%s\n%s",
-                        fixture_zone_name(), size, sluice, rules);
+    g_autofree char *contents = zone_contents(size, sluice, rules);
     return fixture_write_keyfile(contents);
+}
+
+/* Rewrites keyfile `path` on this test's zone of 1M with `rules`, and reloads it. */
+static void reload_with(const char *path, const char *rules)
+{
+    g_autofree char *contents = zone_contents("1M", "", rules);
+    ck_assert(g_file_set_contents(path, contents, -1, NULL));
+    ck_assert(sluice_reload(NULL));
 }
 
 static char *zone_file(void)
@@ -196,6 +211,29 @@ END_TEST
 
 #define STARTERS 8
 
+/* What the starters of processes_that_start_at_once share. */
+typedef struct {
+    gint ready, go, attached, admitted;
+    const char *path;
+} starting;
+
+/* A starter: attaches to the zone the moment every starter is ready. */
+static int start_at_once(guint i, gpointer data)
+{
+    (void)i;
+    starting *s = data;
+    g_atomic_int_inc(&s->ready);
+    while (!g_atomic_int_get(&s->go))
+        ; /* spin: they start within microseconds of each other */
+    if (sluice_init(s->path, NULL)) {
+        g_atomic_int_inc(&s->attached);
+        if (sluice_acquire("api", "k", 1, NULL, NULL) == SLUICE_ALLOWED)
+            g_atomic_int_inc(&s->admitted);
+        sluice_shutdown();
+    }
+    return 0;
+}
+
 /* STARTERS processes attach at the same moment to a zone that is not there yet:
  * each one either makes it or waits until the one that does has made it whole;
  * every one attaches, there is one zone, and the limit is shared exactly. */
@@ -203,34 +241,15 @@ START_TEST(processes_that_start_at_once_make_one_zone)
 {
     no_zone();
     g_autofree char *path = zone_keyfile("1M", "", hourly);
-    struct {
-        gint ready, go, attached, admitted;
-    } *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    starting *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert(s != MAP_FAILED);
-    memset(s, 0, sizeof *s);
+    *s = (starting){.path = path};
     pid_t pids[STARTERS];
-    for (int p = 0; p < STARTERS; p++) {
-        pids[p] = fork();
-        ck_assert_int_ge(pids[p], 0);
-        if (pids[p] == 0) {
-            alarm(60);
-            g_atomic_int_inc(&s->ready);
-            while (!g_atomic_int_get(&s->go))
-                ; /* spin: they start within microseconds of each other */
-            if (sluice_init(path, NULL)) {
-                g_atomic_int_inc(&s->attached);
-                if (sluice_acquire("api", "k", 1, NULL, NULL) == SLUICE_ALLOWED)
-                    g_atomic_int_inc(&s->admitted);
-                sluice_shutdown();
-            }
-            _exit(0);
-        }
-    }
+    children_fork(STARTERS, 60, start_at_once, s, pids);
     while (g_atomic_int_get(&s->ready) < STARTERS)
         g_usleep(100);
     g_atomic_int_set(&s->go, 1);
-    for (int p = 0; p < STARTERS; p++)
-        ck_assert_int_eq(waitpid(pids[p], NULL, 0), pids[p]);
+    ck_assert_uint_eq(children_wait(STARTERS, pids), STARTERS);
     ck_assert_int_eq(s->attached, STARTERS);
     ck_assert_int_eq(s->admitted, 5); /* hourly's limit, once among them all */
     munmap(s, sizeof *s);
@@ -308,20 +327,10 @@ START_TEST(reload_keeps_each_limits_state_in_the_zone)
     g_autofree char *path = zone_keyfile("1M", "", hourly);
     init_ok(path);
     ck_assert_int_eq(sluice_acquire("api", "k", 3, NULL, NULL), SLUICE_ALLOWED);
-    g_autofree char *same =
-        g_strdup_printf("[sluice]\nbackend = shm\nshm = %s\nshm_size = 1M\n"
-                        "[limit:api]\nalgorithm = fixed_window\nlimit = 6\nwindow = 1h\n",
-                        fixture_zone_name());
-    ck_assert(g_file_set_contents(path, same, -1, NULL));
-    ck_assert(sluice_reload(NULL));
+    reload_with(path, "[limit:api]\nalgorithm = fixed_window\nlimit = 6\nwindow = 1h\n");
     ck_assert_int_eq(remaining("api", "k"), 3); /* 6 - 3 */
     /* another algorithm keeps its state another way: it starts afresh */
-    g_autofree char *other =
-        g_strdup_printf("[sluice]\nbackend = shm\nshm = %s\nshm_size = 1M\n"
-                        "[limit:api]\nalgorithm = sliding_window\nlimit = 6\nwindow = 1h\n",
-                        fixture_zone_name());
-    ck_assert(g_file_set_contents(path, other, -1, NULL));
-    ck_assert(sluice_reload(NULL));
+    reload_with(path, "[limit:api]\nalgorithm = sliding_window\nlimit = 6\nwindow = 1h\n");
     ck_assert_int_eq(remaining("api", "k"), 6);
     sluice_shutdown();
 }
@@ -350,46 +359,52 @@ static gpointer hammer(gpointer data)
     return NULL;
 }
 
+/* What the processes of processes_hammer share. */
+typedef struct {
+    const char *path, *name, *key;
+    gint64 counts[PROCESSES]; /* each one's admissions; -1 until it finished */
+} hammered;
+
+/* A process of processes_hammer: THREADS threads hammer the key. */
+static int hammer_process(guint p, gpointer data)
+{
+    hammered *s = data;
+    if (!sluice_init(s->path, NULL))
+        return 1;
+    hammering h[THREADS];
+    GThread *threads[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        h[t] = (hammering){s->name, s->key, 0, 200};
+        threads[t] = g_thread_new("hammer", hammer, &h[t]);
+    }
+    gint64 n = 0;
+    for (int t = 0; t < THREADS; t++) {
+        g_thread_join(threads[t]);
+        n += h[t].admitted;
+    }
+    sluice_shutdown();
+    s->counts[p] = n;
+    return 0;
+}
+
 /* PROCESSES processes of THREADS threads each decide on one key of `name` until
  * each thread was denied 200 times; returns how many they admitted together. */
 static gint64 processes_hammer(const char *path, const char *name, const char *key)
 {
-    gint64 *counts = mmap(NULL, PROCESSES * sizeof(gint64), PROT_READ | PROT_WRITE,
-                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert(counts != MAP_FAILED);
+    hammered *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(s != MAP_FAILED);
+    *s = (hammered){path, name, key, {0}};
+    for (int p = 0; p < PROCESSES; p++)
+        s->counts[p] = -1;
     pid_t pids[PROCESSES];
-    for (int p = 0; p < PROCESSES; p++) {
-        counts[p] = -1;
-        pids[p] = fork();
-        ck_assert_int_ge(pids[p], 0);
-        if (pids[p] == 0) {
-            alarm(60);
-            if (!sluice_init(path, NULL))
-                _exit(1);
-            hammering h[THREADS];
-            GThread *threads[THREADS];
-            for (int t = 0; t < THREADS; t++) {
-                h[t] = (hammering){name, key, 0, 200};
-                threads[t] = g_thread_new("hammer", hammer, &h[t]);
-            }
-            gint64 n = 0;
-            for (int t = 0; t < THREADS; t++) {
-                g_thread_join(threads[t]);
-                n += h[t].admitted;
-            }
-            sluice_shutdown();
-            counts[p] = n;
-            _exit(0);
-        }
-    }
+    children_fork(PROCESSES, 60, hammer_process, s, pids);
+    ck_assert_uint_eq(children_wait(PROCESSES, pids), PROCESSES);
     gint64 total = 0;
     for (int p = 0; p < PROCESSES; p++) {
-        int status;
-        ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
-        ck_assert_msg(counts[p] >= 0, "process %d did not finish (status %d)", p, status);
-        total += counts[p];
+        ck_assert_msg(s->counts[p] >= 0, "process %d did not finish", p);
+        total += s->counts[p];
     }
-    munmap(counts, PROCESSES * sizeof(gint64));
+    munmap(s, sizeof *s);
     return total;
 }
 
