@@ -936,6 +936,10 @@ static gboolean read_override(reader *r, const char *key, const sluice__rule *ru
     return r->problems->len == before;
 }
 
+/* The most overrides one limit takes: its table (src/override.c) spends a cache
+ * line or two on each, at most half full, built at every load. */
+#define OVERRIDES_MAX 1000000
+
 /* [override:NAME]: exceptions for named keys of [limit:NAME], wherever that stands
  * in the file; into c->overrides. */
 static void read_override_group(reader *r, const char *name, sluice__config *c)
@@ -960,6 +964,15 @@ static void read_override_group(reader *r, const char *name, sluice__config *c)
         problem(r, NULL, NULL,
                 "the limit has per_key = false: it ignores keys, so no key can have an "
                 "override; expected per_key = true, or no [override:NAME]");
+        return;
+    }
+    gsize n = r->keys ? g_strv_length(r->keys) : 0;
+    if (n > OVERRIDES_MAX) {
+        g_autofree char *why = g_strdup_printf(
+            "%zu overrides: at most %d for one limit; expected fewer keys (a list that long "
+            "is better kept as limits of its own)",
+            n, OVERRIDES_MAX);
+        problem(r, NULL, NULL, why);
         return;
     }
     GHashTable *specs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);

@@ -297,6 +297,19 @@ START_TEST(every_key_finds_its_override_whatever_its_length)
 }
 END_TEST
 
+/* A limit takes at most a million overrides; one more is refused, with the count. */
+START_TEST(more_than_a_million_overrides_are_refused)
+{
+    GString *ini = g_string_new("[limit:a]\nlimit = 2\nwindow = 1s\n[override:a]\n");
+    for (int i = 0; i <= 1000000; i++)
+        g_string_append_printf(ini, "k%d = blocked\n", i);
+    fixture_refused(ini->str, "[override:a]: 1000001 overrides: at most 1000000 for one limit; "
+                              "expected fewer keys (a list that long is better kept as limits "
+                              "of its own)");
+    g_string_free(ini, TRUE);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("overrides");
@@ -314,5 +327,11 @@ int main(void)
     tcase_add_test(t, thousands_of_overrides_each_apply_to_their_key);
     tcase_add_test(t, every_key_finds_its_override_whatever_its_length);
     suite_add_tcase(s, t);
+    if (!fixture_on_redis() && !fixture_on_shm()) { /* the keyfile alone: once */
+        TCase *keyfile = tcase_create("keyfile");
+        tcase_set_timeout(keyfile, 60);
+        tcase_add_test(keyfile, more_than_a_million_overrides_are_refused);
+        suite_add_tcase(s, keyfile);
+    }
     return fixture_run(s);
 }
