@@ -646,6 +646,8 @@ START_TEST(leases_of_a_killed_holder_come_back_when_the_pool_ran_dry)
         zone_keyfile("1M", "",
                      "[limit:slots]\nalgorithm = concurrency\nlimit = 1000\nwindow = 1h\n"
                      "[limit:log]\nalgorithm = sliding_log\nlimit = 3\nwindow = 1h\n");
+    int go[2], done[2];
+    pid_t holder = lease_taker(path, go, done); /* forked before this process attaches */
     init_ok(path);
     /* every chunk held by a live sliding_log state of its own key */
     sluice_zone_info z;
@@ -658,8 +660,6 @@ START_TEST(leases_of_a_killed_holder_come_back_when_the_pool_ran_dry)
     }
     /* 400 leases each, in turn: a log of 800 runs, each another process's than the
      * one before it */
-    int go[2], done[2];
-    pid_t holder = lease_taker(path, go, done);
     for (int i = 0; i < 400; i++) {
         ck_assert_int_eq(sluice_acquire("slots", "k", 1, NULL, NULL), SLUICE_ALLOWED);
         char c = 0;
