@@ -723,6 +723,7 @@ START_TEST(sigterm_stops_it_in_bounded_time_even_during_an_upload)
     service *s = service_start(SLUICE_SOURCE_DIR "/examples/http_service.ini");
     /* a raw request that keeps a worker busy for 10 s */
     g_autoptr(GSocketClient) client = g_socket_client_new();
+    g_socket_client_set_enable_proxy(client, FALSE); /* loopback: no proxy lookup thread */
     g_autoptr(GSocketConnection) c =
         g_socket_client_connect_to_host(client, "127.0.0.1", (guint16)s->port, NULL, NULL);
     ck_assert_ptr_nonnull(c);

@@ -883,6 +883,7 @@ END_TEST
 static char *ask_server(int port, const char *line)
 {
     g_autoptr(GSocketClient) client = g_socket_client_new();
+    g_socket_client_set_enable_proxy(client, FALSE); /* loopback: no proxy lookup thread */
     g_autoptr(GSocketConnection) c =
         g_socket_client_connect_to_host(client, "127.0.0.1", (guint16)port, NULL, NULL);
     ck_assert_ptr_nonnull(c);
