@@ -5,10 +5,11 @@
  * For each algorithm, a limit that never denies is called by THREADS_MANY threads
  * (sluice_acquire) and by one thread with ASYNC_IN_FLIGHT decisions in flight
  * (sluice_acquire_async). Around the threads' run the server's statistics are reset
- * (CONFIG RESETSTAT) and read back (INFO commandstats): the time Redis spent in every command
- * sluice sent (the script's call, which counts the commands it runs, and any command sent
- * outside it), and the server process's CPU (/proc/PID/stat), both per decision. The peer,
- * rate-limiter-flexible's RateLimiterRedis.consume with THREADS_MANY in flight on one
+ * (CONFIG RESETSTAT) and read back (INFO commandstats): the time Redis spent in the script
+ * calls (FCALL, EVALSHA, EVAL: a call's time includes the commands it runs, which Redis also
+ * counts under their own names, so those are not added again; neither side sends any other
+ * command per decision), and the server process's CPU (/proc/PID/stat), both per decision. The
+ * peer, rate-limiter-flexible's RateLimiterRedis.consume with THREADS_MANY in flight on one
  * connection (bench/peer_rlf.js under node), is measured the same way on the same server when
  * SLUICE_BENCH_NODE_DIR names a node_modules holding it (scripts/bench installs it there).
  * ALGORITHM_ROUNDS rounds alternate the peer and the algorithms; the medians of the ratios to
@@ -66,8 +67,9 @@ static gboolean reset_stats(redisContext *ctl)
     return ok;
 }
 
-/* The µs Redis spent in commands since the last reset, less the bench's own (INFO, CONFIG);
- * -1 when it cannot be read. */
+/* The µs Redis spent in script calls since the last reset (the commands a script runs are
+ * in its call's time, and listed again under their own names: those are not added); -1
+ * when it cannot be read. */
 static double command_usec(redisContext *ctl)
 {
     redisReply *r = redisCommand(ctl, "INFO commandstats");
@@ -81,9 +83,13 @@ static double command_usec(redisContext *ctl)
     freeReplyObject(r);
     for (guint i = 0; lines[i]; i++) {
         /* cmdstat_NAME:calls=N,usec=U,usec_per_call=... */
-        if (!g_str_has_prefix(lines[i], "cmdstat_") ||
-            g_str_has_prefix(lines[i], "cmdstat_info:") ||
-            g_str_has_prefix(lines[i], "cmdstat_config"))
+        static const char *const scripts[] = {
+            "cmdstat_fcall:",      "cmdstat_fcall_ro:", "cmdstat_evalsha:",
+            "cmdstat_evalsha_ro:", "cmdstat_eval:",     "cmdstat_eval_ro:"};
+        gboolean script = FALSE;
+        for (guint k = 0; k < G_N_ELEMENTS(scripts) && !script; k++)
+            script = g_str_has_prefix(lines[i], scripts[k]);
+        if (!script)
             continue;
         const char *at = strstr(lines[i], ",usec=");
         if (at)
@@ -250,7 +256,7 @@ void measure_algorithms(const test_redis *s)
     guint peer_rounds = 0;
 
     printf("per algorithm, a limit that never denies; Redis µs: INFO commandstats' time of "
-           "every command\nsent (the script's, with the commands it runs) per decision; "
+           "the script\ncalls (with the commands they run) per decision; "
            "server CPU: /proc, per decision;\n%d rounds, each the peer then every algorithm "
            "(x: to the peer of the same round)\n\n",
            ALGORITHM_ROUNDS);
