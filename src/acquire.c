@@ -96,7 +96,7 @@ int sluice_last_decision(sluice_decision *out)
     return last.result;
 }
 
-static int enter_limited(sluice_stats *stats, const char *key, sluice_lease *lease,
+static int enter_limited(sluice__counters *site, const char *key, sluice_lease *lease,
                          sluice_decision *verdict, GError **error, sluice__limiter *limiter);
 
 /* sluice__enter's answer to the NULL arguments the macros never pass. */
@@ -121,7 +121,7 @@ static SLUICE__OUT_OF_LINE int enter_unbound(sluice_descriptor *descriptor, cons
         return SLUICE__RUN; /* not initialized, or no rule: not limited */
     if (G_UNLIKELY(!lease || (error && !verdict)))
         return enter_refused(verdict, error);
-    return enter_limited(&descriptor->priv->stats, key, lease, verdict, error, limiter);
+    return enter_limited(descriptor->priv->counters, key, lease, verdict, error, limiter);
 }
 
 /* Every call it makes is a tail call, so that a name with no rule costs a few
@@ -141,15 +141,15 @@ int sluice__enter(sluice_descriptor *descriptor, const char *key, sluice_lease *
         return SLUICE__RUN; /* a name with no rule is not limited */
     if (G_UNLIKELY(!lease || (error && !verdict)))
         return enter_refused(verdict, error);
-    return enter_limited(&bound->stats, key, lease, verdict, error, limiter);
+    return enter_limited(bound->counters, key, lease, verdict, error, limiter);
 }
 
 /* sluice__enter for a name with a rule: the decision, flattened apart from the
  * call of a name with no rule, which stays a few instructions. Its arguments
  * stand where sluice__enter's do, so that the tail call moves few registers. */
 static SLUICE__FLATTEN SLUICE__OUT_OF_LINE int
-enter_limited(sluice_stats *stats, const char *key, sluice_lease *lease, sluice_decision *verdict,
-              GError **error, sluice__limiter *limiter)
+enter_limited(sluice__counters *site, const char *key, sluice_lease *lease,
+              sluice_decision *verdict, GError **error, sluice__limiter *limiter)
 {
     sluice_decision d;
     GError *failure = NULL;
@@ -159,10 +159,10 @@ enter_limited(sluice_stats *stats, const char *key, sluice_lease *lease, sluice_
         d = (sluice_decision){
             sluice__engine_policy_allows(sluice__limiter_rule(limiter)), 0, 0, -1, 0, FALSE};
         sluice__counters_count(limiter->counters, SLUICE__OUTCOME_ERROR, FALSE, -1);
-        sluice__stats_count(stats, SLUICE__OUTCOME_ERROR, FALSE, -1);
+        sluice__counters_count(site, SLUICE__OUTCOME_ERROR, FALSE, -1);
         r = SLUICE_FAILED;
     } else {
-        r = sluice__engine_acquire(limiter, key, 1, -1, &d, &taken, stats, &failure);
+        r = sluice__engine_acquire(limiter, key, 1, -1, &d, &taken, site, &failure);
     }
     last.unlimited = FALSE;
     last.result = r;
@@ -190,7 +190,7 @@ enter_limited(sluice_stats *stats, const char *key, sluice_lease *lease, sluice_
     }
     if (run == SLUICE__DEGRADE) {
         sluice__counters_degraded(limiter->counters);
-        sluice__stats_degraded(stats);
+        sluice__counters_degraded(site);
     }
     return run;
 }

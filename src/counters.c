@@ -66,22 +66,6 @@ static inline __attribute__((always_inline)) void count(sluice_stats *stats, gbo
     }
 }
 
-void sluice__stats_count(sluice_stats *stats, sluice__outcome outcome, gboolean waited,
-                         gint64 elapsed_ns)
-{
-    count(stats, FALSE, outcome, waited, elapsed_ns);
-}
-
-void sluice__stats_degraded(sluice_stats *stats)
-{
-    add(&stats->degraded, 1, FALSE);
-}
-
-void sluice__stats_in_process(sluice_stats *stats, gboolean prefetched)
-{
-    add(prefetched ? &stats->prefetched : &stats->cached_denied, 1, FALSE);
-}
-
 static inline guint64 load(const guint64 *counter)
 {
     return __atomic_load_n(counter, __ATOMIC_RELAXED);

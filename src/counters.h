@@ -27,23 +27,12 @@ static inline gboolean sluice__stats_sample(void)
 /* Nanoseconds on a monotonic scale, for timing decisions. */
 gint64 sluice__stats_clock_ns(void);
 
-/* Counts one decision in stats (relaxed atomics: counters, not a snapshot).
- * elapsed_ns < 0: the decision was not timed. */
-void sluice__stats_count(sluice_stats *stats, sluice__outcome outcome, gboolean waited,
-                         gint64 elapsed_ns);
-
-/* Counts a decorated call that ran its degrade function or fallback. */
-void sluice__stats_degraded(sluice_stats *stats);
-
-/* Counts a decision answered in process: a denial the denial cache answered, or
- * (prefetched) permits this process had in hand. */
-void sluice__stats_in_process(sluice_stats *stats, gboolean prefetched);
-
 /* Copies stats field by field with atomic loads (while others keep counting). */
 void sluice__stats_read(const sluice_stats *stats, sluice_stats *out);
 
-/* A limit's counters in stripes of their own cache lines: a thread counts in its
- * stripe, so threads that decide on one limit pass no counter between them. The
+/* A limit's counters (or a decorated site's) in stripes of their own cache lines: a
+ * thread counts in its stripe, so threads that decide on one limit pass no counter
+ * between them. The
  * first threads to count (one fewer than the stripes, at any one time) have a
  * stripe each, which they count in with plain stores, as no other thread writes
  * it; the others share the last stripe and count with atomic adds. */
@@ -51,7 +40,10 @@ typedef struct sluice__counters sluice__counters;
 
 sluice__counters *sluice__counters_new(void);
 void sluice__counters_free(sluice__counters *counters);
-/* sluice__stats_count, _degraded and _in_process in the calling thread's stripe. */
+/* In the calling thread's stripe (relaxed atomics: counters, not a snapshot):
+ * counts one decision (elapsed_ns < 0: it was not timed); a decorated call that
+ * ran its degrade function or fallback; a decision answered in process, a denial
+ * the denial cache answered or (prefetched) permits this process had in hand. */
 void sluice__counters_count(sluice__counters *counters, sluice__outcome outcome, gboolean waited,
                             gint64 elapsed_ns);
 void sluice__counters_degraded(sluice__counters *counters);

@@ -113,13 +113,13 @@ typedef enum {
 
 /* Counts a verdict answered in process (from the denial cache or the permits in
  * hand) in the limiter's stats and in site (may be NULL); from the backend, nothing. */
-static void count_source(sluice__limiter *limiter, sluice_stats *site, verdict_source from)
+static void count_source(sluice__limiter *limiter, sluice__counters *site, verdict_source from)
 {
     if (from == FROM_BACKEND)
         return;
     sluice__counters_in_process(limiter->counters, from == FROM_PREFETCH);
     if (site)
-        sluice__stats_in_process(site, from == FROM_PREFETCH);
+        sluice__counters_in_process(site, from == FROM_PREFETCH);
 }
 
 /* The permits to ask the backend b for when a call wants `permits` under rule: the
@@ -455,13 +455,13 @@ gint64 sluice__engine_timing_start(void)
     return timed ? sluice__stats_clock_ns() : -1;
 }
 
-int sluice__engine_count(sluice__limiter *limiter, sluice_stats *site, sluice__outcome outcome,
+int sluice__engine_count(sluice__limiter *limiter, sluice__counters *site, sluice__outcome outcome,
                          gboolean waited, gint64 start)
 {
     gint64 elapsed = start >= 0 ? sluice__stats_clock_ns() - start : -1;
     sluice__counters_count(limiter->counters, outcome, waited, elapsed);
     if (site)
-        sluice__stats_count(site, outcome, waited, elapsed);
+        sluice__counters_count(site, outcome, waited, elapsed);
     switch (outcome) {
     case SLUICE__OUTCOME_ERROR:
         return SLUICE_FAILED;
@@ -478,7 +478,7 @@ int sluice__engine_count(sluice__limiter *limiter, sluice_stats *site, sluice__o
  * (the real clock's). */
 static int decide_in_process(sluice__limiter *limiter, const sluice__rule *rule, const char *key,
                              gint64 permits, sluice_decision *out, gint64 *taken,
-                             sluice_stats *site, GError **error)
+                             sluice__counters *site, GError **error)
 {
     gint64 start = -1;
     gboolean timed = sluice__stats_sample();
@@ -504,7 +504,7 @@ static int decide_in_process(sluice__limiter *limiter, const sluice__rule *rule,
 /* A decision an override makes without the backend (sluice__override_decides). */
 static SLUICE__OUT_OF_LINE int decide_by_override(sluice__limiter *limiter,
                                                   const sluice__rule *rule, sluice_decision *out,
-                                                  sluice_stats *site)
+                                                  sluice__counters *site)
 {
     sluice__verdict v;
     sluice__override_decides(rule, &v);
@@ -513,8 +513,8 @@ static SLUICE__OUT_OF_LINE int decide_by_override(sluice__limiter *limiter,
 }
 
 int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 permits,
-                           gint64 wait_us, sluice_decision *out, gint64 *taken, sluice_stats *site,
-                           GError **error)
+                           gint64 wait_us, sluice_decision *out, gint64 *taken,
+                           sluice__counters *site, GError **error)
 {
     const sluice__rule *rule = sluice__limiter_rule(limiter);
 

@@ -27,8 +27,8 @@ void sluice__engine_breakers(sluice__breaker_func func, gpointer data);
  * decision is counted in the limiter's stats and in `site` (a decorated
  * function's; may be NULL). */
 int sluice__engine_acquire(sluice__limiter *limiter, const char *key, gint64 permits,
-                           gint64 wait_us, sluice_decision *out, gint64 *taken, sluice_stats *site,
-                           GError **error);
+                           gint64 wait_us, sluice_decision *out, gint64 *taken,
+                           sluice__counters *site, GError **error);
 
 /* Gives back concurrency permits, or ends adaptive calls as `end` says, as the
  * current rule has them, and wakes callers waiting for them. */
@@ -118,7 +118,7 @@ sluice__outcome sluice__engine_settle(sluice__limiter *limiter, const sluice__ru
 gint64 sluice__engine_timing_start(void);
 /* Counts a finished decision in the limiter's stats and in site (may be NULL);
  * returns the sluice_acquire code of the outcome. */
-int sluice__engine_count(sluice__limiter *limiter, sluice_stats *site, sluice__outcome outcome,
+int sluice__engine_count(sluice__limiter *limiter, sluice__counters *site, sluice__outcome outcome,
                          gboolean waited, gint64 start);
 
 /* How many times concurrency permits have been given back so far. */

@@ -144,6 +144,7 @@ static void bind_one(sluice_descriptor *d)
     if (!bound) { /* its first binding: published with its limiter set */
         bound = g_aligned_alloc0(1, sizeof *bound, G_ALIGNOF(sluice_descriptor_private));
         bound->limiter = limiter;
+        bound->counters = sluice__counters_new(); /* kept with the descriptor, as bound */
         g_atomic_pointer_set(&d->priv, bound);
     }
     g_atomic_pointer_set(&bound->limiter, limiter);

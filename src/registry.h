@@ -15,8 +15,8 @@
  * from the descriptor. The limiter, read by every call, has a cache line to itself,
  * apart from the counters every limited call writes. */
 struct sluice_descriptor_private {
-    sluice__limiter *limiter; /* bound limiter (atomic); NULL after sluice_shutdown */
-    sluice_stats stats __attribute__((aligned(64))); /* its calls */
+    sluice__limiter *limiter;   /* bound limiter (atomic); NULL after sluice_shutdown */
+    sluice__counters *counters; /* its calls, in stripes: threads of one site share no line */
 };
 
 /* The limiter a descriptor is bound to (bound: its priv, loaded atomically): a

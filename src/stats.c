@@ -64,13 +64,15 @@ guint sluice_stats_bands(const char *name, sluice_band_stats *out, guint n, GErr
     return count;
 }
 
-/* The stats of a descriptor: zeros before it is first bound. */
-static const sluice_stats *descriptor_stats(const sluice_descriptor *d)
+/* The stats of a descriptor into out: zeros before it is first bound. */
+static void descriptor_stats(const sluice_descriptor *d, sluice_stats *out)
 {
-    static const sluice_stats none;
     /* (d is const: GLib's g_atomic_pointer_get wants a pointer it may write through) */
     const sluice_descriptor_private *bound = __atomic_load_n(&d->priv, __ATOMIC_SEQ_CST);
-    return bound ? &bound->stats : &none;
+    if (bound)
+        sluice__counters_read(bound->counters, out);
+    else
+        memset(out, 0, sizeof *out);
 }
 
 void sluice_descriptor_stats(const sluice_descriptor *descriptor, sluice_stats *out)
@@ -79,7 +81,7 @@ void sluice_descriptor_stats(const sluice_descriptor *descriptor, sluice_stats *
         return;
     memset(out, 0, sizeof *out);
     if (descriptor)
-        sluice__stats_read(descriptor_stats(descriptor), out);
+        descriptor_stats(descriptor, out);
 }
 
 /* ---- the Prometheus text format ------------------------------------------------ */
@@ -126,7 +128,7 @@ static series *series_new(const char *name, const sluice_descriptor *d, const sl
         g_string_append_printf(labels, ":%d\"", d->line);
     }
     s->labels = g_string_free(labels, FALSE);
-    sluice__stats_read(stats, &s->stats);
+    s->stats = *stats;
     return s;
 }
 
@@ -145,8 +147,11 @@ static void add_limiter(sluice__limiter *limiter, gpointer limits)
 static void add_descriptor(const sluice_descriptor *d, gboolean has_rule, gpointer functions)
 {
     (void)has_rule;
-    if (d->name && *d->name && g_utf8_validate(d->name, -1, NULL))
-        g_ptr_array_add(functions, series_new(d->name, d, descriptor_stats(d)));
+    if (d->name && *d->name && g_utf8_validate(d->name, -1, NULL)) {
+        sluice_stats sum;
+        descriptor_stats(d, &sum);
+        g_ptr_array_add(functions, series_new(d->name, d, &sum));
+    }
 }
 
 static void header(GString *out, const char *metric, const char *type, const char *help)
