@@ -938,7 +938,7 @@ static gboolean read_override(reader *r, const char *key, const sluice__rule *ru
 
 /* The most overrides one limit takes: its table (src/override.c) spends a cache
  * line or two on each, at most half full, built at every load. */
-#define OVERRIDES_MAX 1000000
+#define OVERRIDES_MAX 100000
 
 /* [override:NAME]: exceptions for named keys of [limit:NAME], wherever that stands
  * in the file; into c->overrides. */
