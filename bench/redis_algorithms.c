@@ -100,12 +100,17 @@ static double command_usec(redisContext *ctl)
 
 /* ---- sluice ------------------------------------------------------------------------------ */
 
-/* One run of limit with ASYNC_IN_FLIGHT sluice_acquire_async calls out. */
-static cost async_cost(const test_redis *s, const char *limit)
+/* One run of limit with ASYNC_IN_FLIGHT sluice_acquire_async calls out; with ctl, the
+ * Redis time per decision too (the run's warm-up calls are in it: a few hundred of about
+ * a hundred thousand). */
+static cost async_cost(const test_redis *s, redisContext *ctl, const char *limit)
 {
     figures f;
+    gboolean reset = ctl && reset_stats(ctl);
     measure_async(s, limit, ASYNC_IN_FLIGHT, &f);
-    return (cost){f.per_sec, -1,
+    double usec = reset ? command_usec(ctl) : -1;
+    double n = f.per_sec * RUN_NS / 1e9;
+    return (cost){f.per_sec, usec >= 0 && n > 0 ? usec / n : -1,
                   f.server_cpu >= 0 && f.per_sec > 0 ? f.server_cpu * 1e6 / f.per_sec : -1,
                   f.client_us};
 }
@@ -123,7 +128,7 @@ static void measure_sluice(const test_redis *s, redisContext *ctl, const char *l
     *threads = (cost){f.per_sec, usec >= 0 && n > 0 ? usec / n : -1,
                       server0 >= 0 && server1 >= 0 && n > 0 ? (server1 - server0) / 1e3 / n : -1,
                       f.client_us};
-    *async = async_cost(s, limit);
+    *async = async_cost(s, ctl, limit);
 }
 
 /* ---- the peer ---------------------------------------------------------------------------- */
@@ -344,7 +349,7 @@ void measure_async_algorithms(const test_redis *s, char **names, guint rounds)
                 !g_strv_contains((const char *const *)names, algorithms[a].algorithm))
                 continue;
             char what[64];
-            cost c = async_cost(s, algorithms[a].limit);
+            cost c = async_cost(s, NULL, algorithms[a].limit);
             g_snprintf(what, sizeof what, "sluice %s", algorithms[a].algorithm);
             print_cost(what, "256 in flight", &c, NULL);
         }
