@@ -32,10 +32,9 @@ void sluice__stats_read(const sluice_stats *stats, sluice_stats *out);
 
 /* A limit's counters (or a decorated site's) in stripes of their own cache lines: a
  * thread counts in its stripe, so threads that decide on one limit pass no counter
- * between them. The
- * first threads to count (one fewer than the stripes, at any one time) have a
- * stripe each, which they count in with plain stores, as no other thread writes
- * it; the others share the last stripe and count with atomic adds. */
+ * between them. The first threads to count (one fewer than the stripes, at any one
+ * time) have a stripe each, which they count in with plain stores, as no other
+ * thread writes it; the others share the last stripe and count with atomic adds. */
 typedef struct sluice__counters sluice__counters;
 
 sluice__counters *sluice__counters_new(void);

@@ -12,8 +12,8 @@
 /* What the library keeps for a descriptor, out of the structure the macros compile
  * into programs: made when the descriptor is first bound, never freed (a function's
  * stats count from the start of the process, across sluice_shutdown), and reachable
- * from the descriptor. The limiter, read by every call, has a cache line to itself,
- * apart from the counters every limited call writes. */
+ * from the descriptor. Every call reads it; no call writes it: the counters every
+ * limited call writes are in per-thread stripes of their own. */
 struct sluice_descriptor_private {
     sluice__limiter *limiter;   /* bound limiter (atomic); NULL after sluice_shutdown */
     sluice__counters *counters; /* its calls, in stripes: threads of one site share no line */
