@@ -8,7 +8,11 @@
 --   permits is admitted, and written, when tat - now + inc <= DVT. Replies tat - now
 --   as read (at least 0), one integer, from which the client works out the rest
 --   (src/redis/script.c); a block as exact's.
---   State: the theoretical arrival time in whole µs, packed ('B<d').
+--   State: the theoretical arrival time and a time until which the key lives at
+--   least (0: not known, under a virtual clock), in whole µs, packed ('B<d<d'); the
+--   tat alone ('B<d', an older layout) is read as such. While the key outlives the
+--   new tat, the tat is written in place (SETRANGE), else the state with SET and a
+--   PX KEEP_US past the tat (prelude.lua).
 -- exact (any rule): ARGV permits, limit, window_us, burst, now_us (absent: Redis TIME).
 --   Times and durations are spans (prelude.lua).
 --   State: the theoretical arrival time as a span (µs and 1/d-ths of a µs) and d
@@ -16,7 +20,7 @@
 --   layout) is read as such.
 -- bands: run_bands (prelude.lua); each band's state as exact's.
 -- Each path reads the other's state (a time past a whole µs rounded up to the next).
--- PX = ceil(reset / 1000) + 1 ms. A denial carries tat - now, as a span (exact: its
+-- exact's PX = ceil(reset / 1000) + 1 ms. A denial carries tat - now, as a span (exact: its
 -- µs and 1/limit-ths; decide: its µs): the client ages it exactly.
 
 -- The theoretical arrival time a state holds at now, as a span in 1/l-ths of a µs
@@ -24,7 +28,7 @@
 -- none here); and the end of its block, when one holds at now (then the time is nil).
 local function tat_of(key, stored, l, now)
   local n = #stored
-  if n == 9 then
+  if n == 17 or n == 9 then
     local f, tat = struct.unpack('B<d', stored)
     if f == STATE_FORMAT then return tat, 0 end
   elseif n == 25 then
@@ -84,26 +88,33 @@ end
 -- much as the arithmetic, and a table reply more than the rest of the decision.
 local function decide(KEYS, ARGV)
   local key = KEYS[1]
-  local inc, dvt = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local inc, dvt = known[ARGV[1]] or learn(ARGV[1]), known[ARGV[2]] or learn(ARGV[2])
   local now, virtual = clock(ARGV[3])
-  local ttl = 0
+  local ttl, lives = 0, 0
   local stored = redis.call('GET', key)
   if stored then
     local f, tat, u
-    if #stored == 9 then
-      f, tat = struct.unpack('B<d', stored)
+    if #stored == 17 then
+      f, tat, lives = struct.unpack('B<d<d', stored)
     end
     if f ~= STATE_FORMAT then
       tat, f, u = tat_of(key, stored, nil, now)
+      lives = 0 -- not known
       if u then return {0, BLOCKED, u - now, u - now} end
     end
     if tat > now then ttl = tat - now end
   end
   local new = ttl + inc
   if inc > 0 and new <= dvt then
-    local ms = math.floor((new + 999) / 1000) + 1
-    if virtual and ms < 3600000 then ms = 3600000 end
-    redis.call('SET', key, struct.pack('B<d', STATE_FORMAT, now + new), 'PX', ms)
+    if now + new <= lives then -- the key outlives the new tat as it is
+      redis.call('SETRANGE', key, '1', struct.pack('<d', now + new))
+    else
+      local ms = (new + KEEP_US + 999) / 1000
+      ms = ms - ms % 1 + 1
+      lives = now + (ms - 1) * 1000
+      if virtual then ms, lives = ms < 3600000 and 3600000 or ms, 0 end
+      redis.call('SET', key, struct.pack('B<d<d', STATE_FORMAT, now + new, lives), 'PX', ms)
+    end
   end
   return ttl
 end

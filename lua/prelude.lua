@@ -56,12 +56,31 @@ local function bad_state(key)
   error({err = 'ERR sluice: ' .. key .. ' holds a value sluice did not write in this format'})
 end
 
+-- What the common paths spare Redis. A call of a C function from a script (tonumber,
+-- math.floor, string.byte) costs Redis about 1000 instructions, reading digits
+-- (strtod) 500, a table lookup or arithmetic 100; so the common paths read a number
+-- by arithmetic ('123' + 0), floor by `x - x % 1`, and remember what repeats. In a
+-- Function library these locals live as long as the library; in an EVALSHA script,
+-- for the call.
+-- The numbers of argument texts seen: a rule passes the same few call after call.
+local known, n_known = {}, 0
+-- The number `text` (decimal) says, remembered in `known` (up to 256 texts).
+local function learn(text)
+  if n_known >= 256 then known, n_known = {}, 0 end
+  local v = text + 0
+  known[text], n_known = v, n_known + 1
+  return v
+end
+-- Redis TIME's seconds as last read, and as µs: they change once a second.
+local time_s, time_us = nil, 0
+
 -- The time of a call in µs, and whether it is virtual: `given` when the client passes
 -- one (a virtual clock: tests, `sluice replay`), else ('' or nil) Redis TIME.
 local function clock(given)
   if given and given ~= '' then return tonumber(given), true end
   local t = redis.call('TIME')
-  return t[1] * 1000000 + t[2], false
+  if t[1] ~= time_s then time_s, time_us = t[1], t[1] * 1000000 end
+  return time_us + t[2], false
 end
 
 -- The PX of a key whose state is back to full capacity after `us` (> 0) µs. Under
@@ -73,6 +92,13 @@ local function px(us, virtual)
   if virtual and ms < 3600000 then ms = 3600000 end
   return ms
 end
+
+-- How long past its state's return to full capacity a key of the common path (gcra,
+-- token_bucket) lives at most: the key's expiry moves only when the state would
+-- outlive it, a second or more at a time, and a state that says until when the key
+-- lives at least is written in place (SETRANGE) in between, which costs Redis less
+-- than half of what a SET with PX costs it.
+local KEEP_US = 1000000
 
 -- floor(a / b) for 0 <= a < 2^53 and 0 < b < 2^53, exact (a / b may round up to an
 -- integer the quotient is just below).

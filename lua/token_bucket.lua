@@ -11,14 +11,19 @@
 --   permits is admitted, and written, when r >= lim (lim = inc - reserve_us when it
 --   may reserve). Replies r, one integer, from which the client works out the rest
 --   (src/redis/script.c); a block, or a clock that stepped back, as exact's.
---   State: tokens and the last refill in whole µs, packed ('B<d<d').
+--   State: tokens, the last refill and a time until which the key lives at least
+--   (0: not known, under a virtual clock), in whole µs, packed ('B<d<d<d'); tokens
+--   and the last refill alone ('B<d<d', an older layout) are read as such. While the
+--   key outlives the bucket's refill to full, tokens and refill are written in place
+--   (SETRANGE), else the state with SET and a PX KEEP_US past the refill (prelude.lua).
 -- exact (any rule): ARGV permits, limit, window_us, burst, reserve_us, now_us (absent:
 --   Redis TIME). Times and durations are spans (prelude.lua).
 --   State: tokens, the last refill as a span (µs and 1/d-ths of a µs) and d (= limit
 --   when written), packed ('B<d<d<d<d').
 -- bands: run_bands (prelude.lua); each band's state as exact's.
 -- Each path reads the other's state (a time past a whole µs rounded up to the next).
--- tokens may be below 0 while reservations are pending. PX = ceil(reset/1000) + 1 ms.
+-- tokens may be below 0 while reservations are pending. exact's PX = ceil(reset/1000)
+-- + 1 ms.
 -- A denial carries tokens and now - last refill, as a span (exact: its µs and
 -- 1/limit-ths; decide: its µs): the client ages it exactly.
 
@@ -28,7 +33,7 @@
 -- when one holds at now.
 local function bucket_of(key, stored, l, now)
   local n = #stored
-  if n == 17 then
+  if n == 25 or n == 17 then
     local f, tokens, last = struct.unpack('B<d<d', stored)
     if f == STATE_FORMAT then return tokens, last, 0 end
   elseif n == 33 then
@@ -121,17 +126,19 @@ end
 -- bucket is read as r = tokens * T + (now - last refill), refilled: min(r, burst * T).
 local function decide(KEYS, ARGV)
   local key = KEYS[1]
-  local inc, t, top = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+  local inc, t = known[ARGV[1]] or learn(ARGV[1]), known[ARGV[2]] or learn(ARGV[2])
+  local top = known[ARGV[3]] or learn(ARGV[3])
   local now, virtual = clock(ARGV[4])
-  local r = top
+  local r, lives = top, 0
   local stored = redis.call('GET', key)
   if stored then
     local f, tokens, last, u
-    if #stored == 17 then
-      f, tokens, last = struct.unpack('B<d<d', stored)
+    if #stored == 25 then
+      f, tokens, last, lives = struct.unpack('B<d<d<d', stored)
     end
     if f ~= STATE_FORMAT then
       tokens, last, f, u = bucket_of(key, stored, nil, now)
+      lives = 0 -- not known
       if u then return {0, BLOCKED, u - now, u - now} end
     end
     if tokens and now < last then -- a clock that stepped back: the exact path decides
@@ -148,15 +155,22 @@ local function decide(KEYS, ARGV)
     end
   end
   local lim = inc
-  if ARGV[5] then lim = tonumber(ARGV[5]) end
+  if ARGV[5] then lim = known[ARGV[5]] or learn(ARGV[5]) end
   if inc > 0 and r >= lim then
     local left = r - inc
-    local tokens = math.floor(left / t)
+    local tokens = left / t
+    tokens = tokens - tokens % 1 -- floor
     if tokens * t > left then tokens = tokens - 1 end
-    local ms = math.floor((top - left + 999) / 1000) + 1
-    if virtual and ms < 3600000 then ms = 3600000 end
-    redis.call('SET', key, struct.pack('B<d<d', STATE_FORMAT, tokens, now - (left - tokens * t)),
-               'PX', ms)
+    local last = now - (left - tokens * t)
+    if now + (top - left) <= lives then -- the key outlives the refill as it is
+      redis.call('SETRANGE', key, '1', struct.pack('<d<d', tokens, last))
+    else
+      local ms = (top - left + KEEP_US + 999) / 1000
+      ms = ms - ms % 1 + 1
+      lives = now + (ms - 1) * 1000
+      if virtual then ms, lives = ms < 3600000 and 3600000 or ms, 0 end
+      redis.call('SET', key, struct.pack('B<d<d<d', STATE_FORMAT, tokens, last, lives), 'PX', ms)
+    end
   end
   return r
 end

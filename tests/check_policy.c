@@ -424,6 +424,7 @@ static const char *const commands[] = {
     "time",
     "get",
     "set",
+    "setrange",
     "incrby",
     "decrby",
     "pttl",
@@ -460,7 +461,7 @@ START_TEST(an_unblocked_decision_costs_no_redis_command_more)
         gint64 commands; /* an admission on a key that has a state */
     } costs[] = {
         {"fw", 2},                       /* INCRBY, PTTL */
-        {"gc", 3},                       /* TIME, GET, SET */
+        {"gc", 3},                       /* TIME, GET, SET or SETRANGE */
         {"tb", 3}, {"sw", 3}, {"sl", 5}, /* TIME, ZCOUNT, ZRANGE, INCRBY, ZADD */
         {"cc", 8}, /* TIME, ZREMRANGEBYSCORE, ZCARD, ZRANGE, INCRBY, ZADD, PEXPIRE x 2 */
     };

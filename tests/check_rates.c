@@ -705,7 +705,7 @@ START_TEST(a_reload_to_another_limit_rounds_the_stored_time_up_to_the_next_micro
 }
 END_TEST
 
-/* ==== states the previous layout wrote (whole µs) are read as such, on Redis ========= */
+/* ==== states the previous layouts wrote (whole µs) are read as such, on Redis ======== */
 
 START_TEST(states_of_the_whole_microsecond_layout_are_read_on_redis)
 {
@@ -717,6 +717,13 @@ START_TEST(states_of_the_whole_microsecond_layout_are_read_on_redis)
     freeReplyObject(test_redis_command(fixture_redis(), "SET sluice:gc:{1:g:k} %" G_GINT64_FORMAT,
                                        s + 4000000));
     ck_at(s, "g", 0, TRUE, 5, 3, -1, 4000);
+    /* gcra: format byte and the tat as a little-endian double, 6 s ahead: remaining 2 */
+    unsigned char tat9[9] = {1};
+    double tat = (double)(s + 6000000);
+    memcpy(tat9 + 1, &tat, 8); /* the test machines are little-endian */
+    freeReplyObject(
+        test_redis_command(fixture_redis(), "SET sluice:gc:{1:g:j} %b", tat9, sizeof tat9));
+    ck_acquire_at(s, "g", "j", 0, TRUE, 5, 2, -1, 6000);
     /* token_bucket: format byte, tokens 2 and last refill now as little-endian doubles */
     unsigned char packed[17] = {1};
     double tokens = 2, last = (double)s;

@@ -312,6 +312,41 @@ START_TEST(keys_carry_a_ttl_and_vanish_when_idle)
 }
 END_TEST
 
+/* gcra and token_bucket: while the key already lives past the time its state is back
+ * to full capacity, the common path writes the state in place (SETRANGE, the key's
+ * expiry left alone); when it would not, a SET moves the expiry to a second past it.
+ * 2 per second, a burst of 2: the first admission SETs (full again in 500 ms, the key
+ * lives 1.5 s), the second is written in place (full in 1 s) and holds: the third is
+ * denied until the second permit's 500 ms are up. Loop: gcra, token_bucket. */
+START_TEST(a_state_is_written_in_place_while_its_key_outlives_it)
+{
+    static const char *const names[] = {"gcra", "token_bucket"};
+    static const char *const keys[] = {"sluice:gc:{1:r:}", "sluice:tb:{1:r:}"};
+    sluice_clock_set(NULL, NULL, NULL); /* Redis TIME: a virtual clock always SETs */
+    g_autofree char *ini = g_strdup_printf(
+        "[limit:r]\nalgorithm = %s\nlimit = 2\nwindow = 1s\nburst = 2\nper_key = false\n",
+        names[_i]);
+    fixture_init(ini);
+    sluice_decision d;
+    gint64 set = test_redis_command_calls(fixture_redis(), "set");
+    gint64 in_place = test_redis_command_calls(fixture_redis(), "setrange");
+    ck_assert_int_eq(sluice_acquire("r", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 1);
+    long long ttl = integer_of(test_redis_command(fixture_redis(), "PTTL %s", keys[_i]));
+    ck_assert_int_gt(ttl, 1400);
+    ck_assert_int_le(ttl, 1501);
+    ck_assert_int_eq(sluice_acquire("r", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 0);
+    ck_assert_int_le(integer_of(test_redis_command(fixture_redis(), "PTTL %s", keys[_i])), ttl);
+    ck_assert_int_eq(test_redis_command_calls(fixture_redis(), "set") - set, 1);
+    ck_assert_int_eq(test_redis_command_calls(fixture_redis(), "setrange") - in_place, 1);
+    ck_assert_int_eq(sluice_acquire("r", NULL, 1, &d, NULL), SLUICE_DENIED);
+    ck_assert_int_gt(d.retry_after_ms, 400);
+    ck_assert_int_le(d.retry_after_ms, 500);
+    sluice_shutdown();
+}
+END_TEST
+
 START_TEST(calls_for_thousands_of_permits_log_one_member_each)
 {
     sluice_decision d;
@@ -739,6 +774,7 @@ int main(void)
     tcase_add_test(tc, a_promoted_replica_decides_without_loading_anything);
     tcase_add_loop_test(tc, a_state_in_another_format_is_an_error_not_misread, 0, 3);
     tcase_add_test(tc, keys_carry_a_ttl_and_vanish_when_idle);
+    tcase_add_loop_test(tc, a_state_is_written_in_place_while_its_key_outlives_it, 0, 2);
     tcase_add_test(tc, calls_for_thousands_of_permits_log_one_member_each);
     tcase_add_loop_test(tc, memory_per_key_stays_small_whatever_the_limit, 0,
                         2 * G_N_ELEMENTS(algorithms));
