@@ -2,7 +2,11 @@
 /* A memory store's per-key states (src/memory/keyed.h).
  *
  * Each stripe has an array of slots (open addressing, linear probing, at most half
- * full), each slot empty, a key's node, or REMOVED. Readers load slots in a read
+ * full), each slot empty, a key's node, or REMOVED. A slot holds the node's address
+ * with a few bits of its key's hash in the address's low bits (a node is aligned),
+ * so that a probe passes other keys without reading their nodes: a node's first
+ * line is written by every decision on its key, and a probe that read it would pass
+ * that line between threads deciding different keys. Readers load slots in a read
  * section; writers, under the stripe's lock, fill an empty slot, mark a slot
  * REMOVED, or replace the array by a new one (growing, or after a sweep), and
  * retire what they unlinked. A node's hash and key never change; its states, its
@@ -24,9 +28,12 @@
 #define ARRAY_MIN    16                             /* slots, a power of two               */
 #define NODE_ALIGN   64                             /* a node has its cache lines alone     */
 #define STRIPE_SHIFT 60                             /* the hash's top 4 bits: the stripe    */
+#define TAG_MASK     ((guintptr)NODE_ALIGN - 1)     /* a slot's bits of the hash */
+#define TAG_SHIFT    48                             /* which bits: not the slot's */
 #define REMOVED      ((sluice__keyed_node *)&removed_mark)
 
 G_STATIC_ASSERT(SLUICE__KEYED_STRIPES == 1 << (64 - STRIPE_SHIFT));
+G_STATIC_ASSERT(TAG_SHIFT + 6 <= STRIPE_SHIFT);
 
 typedef struct {
     sluice__lock lock; /* the states, `changed` and `dead`                       */
@@ -39,12 +46,12 @@ typedef struct {
 } sluice__keyed_node;
 
 struct sluice__keyed_array {
-    gsize mask;                  /* slots - 1 */
-    sluice__keyed_node *slots[]; /* atomic */
+    gsize mask;       /* slots - 1 */
+    guintptr slots[]; /* atomic: 0 (empty), or a node's address | its tag */
 };
 
-static char removed_mark; /* REMOVED points here */
-static guint64 seed;      /* per process: the hash of a key cannot be chosen from outside */
+static char removed_mark __attribute__((aligned(NODE_ALIGN))); /* REMOVED points here; tag 0 */
+static guint64 seed; /* per process: the hash of a key cannot be chosen from outside */
 
 /* ---- keys and nodes ------------------------------------------------------------- */
 
@@ -94,14 +101,32 @@ static sluice__keyed_array *array_new(gsize slots)
     return a;
 }
 
-static inline sluice__keyed_node *slot_get(sluice__keyed_array *a, gsize i)
+/* The bits of hash a slot keeps beside its node's address. */
+static inline guintptr tag_of(guint64 hash)
+{
+    return (guintptr)(hash >> TAG_SHIFT) & TAG_MASK;
+}
+
+static inline sluice__keyed_node *node_at(guintptr slot)
+{
+    return (sluice__keyed_node *)(slot & ~TAG_MASK);
+}
+
+static inline guintptr slot_word(sluice__keyed_array *a, gsize i)
 {
     return __atomic_load_n(&a->slots[i], __ATOMIC_SEQ_CST);
 }
 
+static inline sluice__keyed_node *slot_get(sluice__keyed_array *a, gsize i)
+{
+    return node_at(slot_word(a, i));
+}
+
+/* node (or REMOVED) into slot i of a. */
 static inline void slot_set(sluice__keyed_array *a, gsize i, sluice__keyed_node *node)
 {
-    __atomic_store_n(&a->slots[i], node, __ATOMIC_SEQ_CST);
+    guintptr tag = node == REMOVED ? 0 : tag_of(node->hash);
+    __atomic_store_n(&a->slots[i], (guintptr)node | tag, __ATOMIC_SEQ_CST);
 }
 
 /* Key's node in a (read in a read section, or under the stripe's lock), its slot in
@@ -111,10 +136,14 @@ static inline sluice__keyed_node *find(sluice__keyed_array *a, guint64 hash, con
 {
     if (!a)
         return NULL;
+    guintptr tag = tag_of(hash);
     for (gsize i = hash & a->mask, probes = 0; probes <= a->mask; i = (i + 1) & a->mask, probes++) {
-        sluice__keyed_node *node = slot_get(a, i);
-        if (!node)
+        guintptr slot = slot_word(a, i);
+        if (!slot)
             return NULL;
+        if ((slot & TAG_MASK) != tag)
+            continue; /* another key's, or REMOVED (tag 0): its node is not read */
+        sluice__keyed_node *node = node_at(slot);
         if (node != REMOVED && node->hash == hash && strcmp(node_key(node), key) == 0) {
             *at = i;
             return node;
