@@ -4,6 +4,8 @@
  * ideal exact shared limit, and a plain call next to decorated calls with no rule. */
 #include "memory_ops.h"
 
+#include <string.h>
+
 #include <sluice/sluice.h>
 
 #include "setup.h"
@@ -186,6 +188,63 @@ guint64 memory_op_ideal(guint64 first, guint n)
     return admitted;
 }
 
+/* The ideal per-key store: what an exact per-key fixed_window needs at least when
+ * no two threads share a key, so that nothing is shared: a table of the thread's
+ * own (the keys it has seen, each slot on a line of its own), the key's hash, its
+ * slot found by linear probing and the key compared, a clock read and the window's
+ * count updated. It stands for what the machine gives two threads that share
+ * nothing: sluice's per-key row is measured against its ratio. */
+#define IDEAL_SLOTS 4096 /* a power of two, over four times MEMORY_OPS_KEYS */
+
+typedef struct {
+    char *key; /* a copy; NULL: empty */
+    gint64 window_start, count;
+} __attribute__((aligned(64))) ideal_slot;
+
+static void ideal_table_free(gpointer p)
+{
+    ideal_slot *table = p;
+    for (guint i = 0; i < IDEAL_SLOTS; i++)
+        g_free(table[i].key);
+    g_aligned_free(table);
+}
+
+static GPrivate ideal_table = G_PRIVATE_INIT(ideal_table_free);
+
+guint64 memory_op_keyed_ideal(guint64 first, guint n)
+{
+    ideal_slot *table = g_private_get(&ideal_table);
+    if (!table) {
+        table = g_aligned_alloc0(IDEAL_SLOTS, sizeof *table, 64);
+        g_private_set(&ideal_table, table);
+    }
+    guint64 admitted = 0;
+    char **mine = keys + share_first;
+    guint k = (guint)(first % share_len);
+    for (guint i = 0; i < n; i++) {
+        const char *key = mine[k];
+        guint slot = g_str_hash(key) & (IDEAL_SLOTS - 1);
+        while (table[slot].key && strcmp(table[slot].key, key) != 0)
+            slot = (slot + 1) & (IDEAL_SLOTS - 1);
+        ideal_slot *state = &table[slot];
+        if (!state->key)
+            state->key = g_strdup(key);
+        gint64 now = sluice_clock_now();
+        if (now - state->window_start >= G_USEC_PER_SEC) { /* the limit's window, 1 s */
+            state->window_start = now;
+            state->count = 0;
+        }
+        if (state->count < G_GINT64_CONSTANT(1125899906842624)) { /* the limit, 2^50 */
+            state->count++;
+            admitted++;
+        }
+        if (++k == share_len)
+            k = 0;
+    }
+    sink += (gint64)admitted;
+    return admitted;
+}
+
 guint64 memory_op_hot(guint64 first, guint n)
 {
     (void)first;
@@ -203,6 +262,7 @@ const memory_op memory_ops[] = {
     {"acquire", memory_op_acquire},
     {"decorated", memory_op_allowed_fn},
     {"keyed", memory_op_keyed_guard},
+    {"keyed-ideal", memory_op_keyed_ideal},
     {"hot", memory_op_hot},
     {"prefetch", memory_op_prefetch},
     {"plain", memory_op_plain},

@@ -15,6 +15,7 @@ guint64 memory_op_acquire(guint64 first, guint n);      /* sluice_acquire, fixed
 guint64 memory_op_allowed_fn(guint64 first, guint n);   /* RATE_LIMITED_FUNCTION call     */
 guint64 memory_op_keyed_guard(guint64 first, guint n);  /* RATE_LIMITED_KEY, 1000 keys    */
 guint64 memory_op_ideal(guint64 first, guint n);        /* a clock read and a CAS         */
+guint64 memory_op_keyed_ideal(guint64 first, guint n);  /* a per-key store of one thread  */
 guint64 memory_op_hot(guint64 first, guint n);          /* sluice_acquire, gcra, shared   */
 guint64 memory_op_prefetch(guint64 first, guint n);     /* the same with prefetch = 100   */
 guint64 memory_op_plain(guint64 first, guint n);        /* a plain call, undecorated      */
