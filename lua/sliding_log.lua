@@ -1,17 +1,54 @@
 -- SPDX-License-Identifier: MIT
 -- sliding_log: admitted permits in (now - window_us, now] + permits <= limit, exact (mirrors src/algorithm.c).
 --
--- decide (= exact): KEYS state, seq; ARGV permits, limit, window_us, now_us (absent:
--- Redis TIME). An admission logged at now replies remaining alone (an integer: a table
+-- decide (= exact): KEYS state; ARGV permits, limit, window_us, now_us (absent: Redis
+-- TIME). An admission logged at now replies remaining alone (an integer: a table
 -- reply costs Redis more than the rest of the decision), its reset being the window.
--- bands: run_bands (prelude.lua), two keys a band.
--- State: a ZSET with one member per admitted permit, score = its time, member = a
--- number from the seq key's counter (unique even when permits share a microsecond);
--- both keys get PX = ceil(reset/1000) + 1 ms. Entries at or before now - window are
--- removed first (the decision is the same with or without them). Memory grows with
--- limit.
+-- bands: run_bands (prelude.lua), a key a band.
+-- State: a ZSET with one member per admitted permit, score = its time (µs), member =
+-- 't', the time as 8 bytes big-endian and, past the first entry logged at that time,
+-- its number there as 4 bytes more (member_at): unique, and in the order of the
+-- time and the number, so the newest entry, which every path reads, says which
+-- number the next at its time takes. Members of an older layout (decimal numbers of
+-- a :seq key, never equal to these, and before these at the same time) are entries
+-- like any other. The key gets PX = ceil(reset/1000) + 1 ms. Entries at or before
+-- now - window are removed first (the decision is the same with or without them).
+-- Memory grows with limit.
 -- A denial keeps its remaining until its retry: a lower bound, as entries leave
 -- the window meanwhile (docs/algorithms.md).
+
+local MEMBER = 116 -- 't': the first byte of a member, after every decimal digit
+
+-- The member of the k-th entry (0: the first) logged at t.
+local function member_at(t, k)
+  if k == 0 then return struct.pack('>BL', MEMBER, t) end
+  return struct.pack('>BLI4', MEMBER, t, k)
+end
+
+-- Logs n entries at t in key, whose newest entry was {member, score} (nil: none): the
+-- numbers at t go on from the newest's when it was logged at t.
+local function log_at(key, t, n, newest)
+  local k = 0
+  if newest and newest[2] + 0 == t then
+    local m = newest[1]
+    if #m == 9 and m == member_at(t, 0) then
+      k = 1
+    elseif #m == 13 then
+      local tag, at, j = struct.unpack('>BLI4', m)
+      if tag == MEMBER and at == t then k = j + 1 end
+    end
+  end
+  if n == 1 then return redis.call('ZADD', key, t, member_at(t, k)) end
+  local last = k + n - 1
+  while k <= last do -- batches of 1000, so that no call gets too many arguments
+    local args, c = {}, 0
+    while k <= last and c < 2000 do
+      args[c + 1], args[c + 2] = t, member_at(t, k)
+      c, k = c + 2, k + 1
+    end
+    redis.call('ZADD', key, unpack(args, 1, c))
+  end
+end
 
 local band
 band = function(key, seq, limit, w, burst, permits, reserve, now, virtual, commit)
@@ -47,13 +84,10 @@ band = function(key, seq, limit, w, burst, permits, reserve, now, virtual, commi
     -- a clock that stepped back logs at the newest time, as the C ring merges runs
     local t = now
     if last and last > now then t = last end
-    local top = redis.call('INCRBY', seq, need)
-    zadd_range(key, t, top - need + 1, top)
+    log_at(key, t, need, newest)
     total = total + need
     last = t
-    local ttl = px((t - now) + w, virtual)
-    redis.call('PEXPIRE', key, ttl)
-    redis.call('PEXPIRE', seq, ttl)
+    redis.call('PEXPIRE', key, px((t - now) + w, virtual))
   end
   local remaining = limit - total
   local reset = 0
@@ -69,23 +103,44 @@ end
 -- newest entry: then the entries that left go, and the keys expire at the end of the
 -- admission's bucket + window (a window or less after it: the log holds at most
 -- two windows of entries, and outlives its newest entry by one window or more).
+-- The text of the window's exclusive lower bound's seconds, '(' and now's seconds less
+-- the window's, for a window of whole seconds: it changes once a second.
+local since_sec, since_w, since_text = nil, 0, nil
+
 local decide
 decide = function(KEYS, ARGV)
-  local key, seq = KEYS[1], KEYS[2]
-  local permits, limit, w = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-  local now, virtual = clock(ARGV[4])
+  local key = KEYS[1]
+  local permits, limit = known[ARGV[1]] or learn(ARGV[1]), known[ARGV[2]] or learn(ARGV[2])
+  local w = known[ARGV[3]] or learn(ARGV[3])
+  local now, virtual, sec, us = clock_text(ARGV[4])
   local need = permits > 0 and permits or 1
   if need > limit then need = limit + 1 end
-  local total = redis.call('ZCOUNT', key, now - w + 1, '+inf') -- scores are whole µs
-  local last = nil -- the newest entry's time
+  local since = now - w + 1 -- the window's least score: scores are whole µs
+  if sec and w % 1000000 == 0 and w / 1000000 < sec + 0 then -- as text: (now - w
+    if sec ~= since_sec or w ~= since_w then
+      since_sec, since_w, since_text = sec, w, '(' .. string.format('%d', sec - w / 1000000)
+    end
+    since = since_text .. ZEROS[#us] .. us
+  end
+  local total = redis.call('ZCOUNT', key, since, '+inf')
+  local last, newest = nil, nil -- the newest entry's time, and {member, score}
   if total > 0 then
-    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    last = tonumber(newest[2])
-    if last >= BLOCK_SCORE then -- a block
-      local u = zblock_of(newest)
-      if now < u then return {0, BLOCKED, u - now, u - now} end
-      redis.call('ZREM', key, newest[1]) -- ended: as if it had never been
-      return decide(KEYS, ARGV)
+    -- its time from its member (WITHSCORES would cost Redis a float's formatting),
+    -- or for a member of another layout (an older one's, a block's) its score
+    newest = redis.call('ZRANGE', key, '-1', '-1')
+    local m, tag = newest[1], nil
+    if #m >= 9 then tag, last = struct.unpack('>BL', m) end
+    if tag == MEMBER then
+      newest[2] = last
+    else
+      newest[2] = redis.call('ZSCORE', key, m)
+      last = newest[2] + 0
+      if last >= BLOCK_SCORE then -- a block
+        local u = zblock_of(newest)
+        if now < u then return {0, BLOCKED, u - now, u - now} end
+        redis.call('ZREM', key, m) -- ended: as if it had never been
+        return decide(KEYS, ARGV)
+      end
     end
   end
   if total + need > limit then
@@ -107,17 +162,16 @@ decide = function(KEYS, ARGV)
   -- a clock that stepped back logs at the newest time, as the C ring merges runs
   local t = now
   if last and last > now then t = last end
-  local top = redis.call('INCRBY', seq, need)
-  if need == 1 then
-    redis.call('ZADD', key, t, top)
+  if need == 1 and (not last or last < t) then -- the first entry at t (= now)
+    local score = t
+    if sec then score = sec .. ZEROS[#us] .. us end
+    redis.call('ZADD', key, score, struct.pack('>BL', MEMBER, t))
   else
-    zadd_range(key, t, top - need + 1, top)
+    log_at(key, t, need, newest)
   end
-  if not last or math.floor(t / w) ~= math.floor(last / w) then
+  if not last or t - t % w ~= last - last % w then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now - w) -- they have left the window
-    local ms = px((t - t % w) + 2 * w - now, virtual)
-    redis.call('PEXPIRE', key, ms)
-    redis.call('PEXPIRE', seq, ms)
+    redis.call('PEXPIRE', key, px((t - t % w) + 2 * w - now, virtual))
   end
   if t == now then return limit - total - need end -- reset: the window
   return {1, limit - total - need, (t - now) + w}
@@ -142,12 +196,9 @@ local function penalize(KEYS, ARGV)
     local newest = redis.call('ZREVRANGEBYSCORE', key, BELOW_BLOCK, '-inf', 'WITHSCORES',
                               'LIMIT', 0, 1)
     if newest[2] and tonumber(newest[2]) > now then t = tonumber(newest[2]) end
-    local top = redis.call('INCRBY', seq, n)
-    zadd_range(key, t, top - n + 1, top)
+    log_at(key, t, n, newest[2] and newest or nil)
     local ms = px((t - t % w) + 2 * w - now, virtual)
-    for _, k in ipairs({key, seq}) do
-      if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
-    end
+    if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
   end, KEYS, ARGV)
 end
 

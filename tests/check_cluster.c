@@ -628,11 +628,11 @@ static void paused_call_done(GObject *source, GAsyncResult *res, gpointer p)
 
 START_TEST(calls_in_a_tryagain_pause_fail_at_shutdown_and_touch_nothing_after)
 {
-    test_cluster *c = start_with_api("sliding_log", 100, "half");
+    test_cluster *c = start_with_api("concurrency", 100, "half");
     /* the slot half moved and left so: the state key on the importing master, the
-     * :seq key on the migrating one; each answers the call's two keys with TRYAGAIN
-     * (Redis 7: some but not all of them here), so the calls go round pause after
-     * pause of TRY_AGAIN_PAUSE_MS until their timeout */
+     * :seq key on the migrating one (concurrency's calls name both); each answers the call's two
+     * keys with TRYAGAIN (Redis 7: some but not all of them here), so the calls go round pause
+     * after pause of TRY_AGAIN_PAUSE_MS until their timeout */
     guint slot = slot_of("api", "half");
     int from = master_index(c, slot), to = (from + 1) % 3;
     g_autofree char *from_id = id_of(c, from), *to_id = id_of(c, to);

@@ -434,6 +434,7 @@ static const char *const commands[] = {
     "zcount",
     "zcard",
     "zrange",
+    "zscore",
     "zrangebyscore",
     "zrevrangebyscore",
     "zadd",
@@ -462,7 +463,7 @@ START_TEST(an_unblocked_decision_costs_no_redis_command_more)
     } costs[] = {
         {"fw", 2},                       /* INCRBY, PTTL */
         {"gc", 3},                       /* TIME, GET, SET or SETRANGE */
-        {"tb", 3}, {"sw", 3}, {"sl", 5}, /* TIME, ZCOUNT, ZRANGE, INCRBY, ZADD */
+        {"tb", 3}, {"sw", 3}, {"sl", 4}, /* TIME, ZCOUNT, ZRANGE, ZADD */
         {"cc", 8}, /* TIME, ZREMRANGEBYSCORE, ZCARD, ZRANGE, INCRBY, ZADD, PEXPIRE x 2 */
     };
     fixture_init("[limit:fw]\nalgorithm = fixed_window\nlimit = 1000\nwindow = 1h\n"

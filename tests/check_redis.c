@@ -347,6 +347,53 @@ START_TEST(a_state_is_written_in_place_while_its_key_outlives_it)
 }
 END_TEST
 
+/* sliding_log on Redis TIME: each entry's member says its time, which is its score;
+ * an entry of an older layout (a decimal member, numbered by a :seq counter) counts
+ * as any other; and the window's bound, written as text from TIME's, is where the
+ * window starts: entries planted a millisecond before it and 10 s after it count
+ * as such. */
+START_TEST(sliding_log_members_say_their_time_and_older_members_count)
+{
+    sluice_clock_set(NULL, NULL, NULL); /* Redis TIME */
+    fixture_init("[limit:log]\nalgorithm = sliding_log\nlimit = 4\nwindow = 1h\n"
+                 "per_key = false\n");
+    const char *key = "sluice:sl:{3:log:}";
+    redisReply *t = test_redis_command(fixture_redis(), "TIME");
+    gint64 now = g_ascii_strtoll(t->element[0]->str, NULL, 10) * 1000000 +
+                 g_ascii_strtoll(t->element[1]->str, NULL, 10);
+    freeReplyObject(t);
+    const gint64 w = G_GINT64_CONSTANT(3600000000);
+    freeReplyObject(test_redis_command(fixture_redis(), "ZADD %s %" G_GINT64_FORMAT " 16", key,
+                                       now - w - 1000));
+    freeReplyObject(test_redis_command(fixture_redis(), "ZADD %s %" G_GINT64_FORMAT " 17", key,
+                                       now - w + 10000000));
+    sluice_decision d;
+    ck_assert_int_eq(sluice_acquire("log", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 2); /* 4 less "17" and this one */
+    ck_assert_int_eq(sluice_acquire("log", NULL, 1, &d, NULL), SLUICE_ALLOWED);
+    ck_assert_int_eq(d.remaining, 1);
+    redisReply *log = test_redis_command(fixture_redis(), "ZRANGE %s 0 -1 WITHSCORES", key);
+    /* "17" and the two; "16" went with the first admission in a new window-long bucket */
+    ck_assert_int_eq(log->elements, 6);
+    ck_assert_str_eq(log->element[0]->str, "17");
+    for (size_t i = 2; i < log->elements; i += 2) {
+        const redisReply *m = log->element[i];
+        ck_assert(m->len == 9 || m->len == 13);
+        ck_assert_int_eq(m->str[0], 't');
+        guint64 at = 0;
+        for (int b = 1; b <= 8; b++)
+            at = at << 8 | (guchar)m->str[b];
+        gint64 score = g_ascii_strtoll(log->element[i + 1]->str, NULL, 10);
+        ck_assert_int_eq((gint64)at, score);
+        ck_assert_int_ge(score, now);
+    }
+    freeReplyObject(log);
+    ck_assert_int_eq(sluice_acquire("log", NULL, 2, &d, NULL), SLUICE_DENIED);
+    ck_assert_int_eq(d.remaining, 1);
+    sluice_shutdown();
+}
+END_TEST
+
 START_TEST(calls_for_thousands_of_permits_log_one_member_each)
 {
     sluice_decision d;
@@ -775,6 +822,7 @@ int main(void)
     tcase_add_loop_test(tc, a_state_in_another_format_is_an_error_not_misread, 0, 3);
     tcase_add_test(tc, keys_carry_a_ttl_and_vanish_when_idle);
     tcase_add_loop_test(tc, a_state_is_written_in_place_while_its_key_outlives_it, 0, 2);
+    tcase_add_test(tc, sliding_log_members_say_their_time_and_older_members_count);
     tcase_add_test(tc, calls_for_thousands_of_permits_log_one_member_each);
     tcase_add_loop_test(tc, memory_per_key_stays_small_whatever_the_limit, 0,
                         2 * G_N_ELEMENTS(algorithms));

@@ -158,11 +158,11 @@ void sluice__redis_call_init(sluice__redis_call *c, const sluice__rule *rule, co
     c->data = NULL;
     c->len = 0;
 
-    /* only these write a seq key (STATE:seq); the others name none: a call names no
+    /* only concurrency writes a seq key (STATE:seq); the others name none: a call names no
      * key it does not use, so that on a Cluster a slot being migrated answers it with
      * ASK or runs it, and TRYAGAIN (some of its keys moved, not all) comes only from
      * keys it really has */
-    gboolean seq = rule->algorithm == SLUICE__SLIDING_LOG || rule->algorithm == SLUICE__CONCURRENCY;
+    gboolean seq = rule->algorithm == SLUICE__CONCURRENCY;
     guint per_band = seq ? 2 : 1;
 
     /* what the arguments may take at most */
