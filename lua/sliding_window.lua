@@ -9,8 +9,9 @@
 -- bands: run_bands (prelude.lua).
 -- State (string, PX = ceil(reset/1000) + 1 ms): start, current and previous, packed
 -- ('B<d<d<d'), windows aligned to multiples of window_us. decide writes the first
--- state of a window with PX, the next ones of the same window with KEEPTTL: the key
--- keeps the expiry the window's first write gave it, the end of the next window.
+-- state of a window with PX, and then only the count, in place (SETRANGE, which
+-- costs Redis less than a SET with KEEPTTL): the key keeps the expiry the window's
+-- first write gave it, the end of the next window.
 -- A denial carries current, previous and now - start: the client ages it exactly.
 
 -- The windows a value holds at now: the current one's start (now's, or a later one's
@@ -101,7 +102,8 @@ end
 -- Redis as much as the arithmetic); a denial, or a clock that stepped back, as band.
 local function decide(KEYS, ARGV)
   local key = KEYS[1]
-  local permits, limit, w = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+  local permits, limit = known[ARGV[1]] or learn(ARGV[1]), known[ARGV[2]] or learn(ARGV[2])
+  local w = known[ARGV[3]] or learn(ARGV[3])
   local now, virtual = clock(ARGV[4])
   local start, cur, prev = now - now % w, 0, 0
   local same = false -- the state of this window: its key expires when this window's would
@@ -119,18 +121,20 @@ local function decide(KEYS, ARGV)
     end
   end
   local w_ms = w / 1000 -- whole: windows are whole ms
-  local weight = w_ms - math.floor((now - start) / 1000) -- the previous window's share
+  local e_ms = (now - start) / 1000
+  local weight = w_ms - (e_ms - e_ms % 1) -- the previous window's share
   local need = permits > 0 and permits or 1
   if start > now or need > limit or cur + need > limit or
      prev * weight + (cur + need) * w_ms > limit * w_ms then
     return compact(decide_on(key, limit, w, permits, now, virtual, true, start, cur, prev), 8)
   end
-  if permits > 0 and same then -- SET with KEEPTTL costs Redis a third less than with PX
+  if permits > 0 and same then -- the count alone, in place: the key keeps its expiry
     cur = cur + need
-    redis.call('SET', key, struct.pack('B<d<d<d', STATE_FORMAT, start, cur, prev), 'KEEPTTL')
+    redis.call('SETRANGE', key, '9', struct.pack('<d', cur))
   elseif permits > 0 then
     cur = cur + need
-    local ms = math.floor((start - now + 2 * w + 999) / 1000) + 1
+    local ms = (start - now + 2 * w + 999) / 1000
+    ms = ms - ms % 1 + 1
     if virtual and ms < 3600000 then ms = 3600000 end
     redis.call('SET', key, struct.pack('B<d<d<d', STATE_FORMAT, start, cur, prev), 'PX', ms)
   end
