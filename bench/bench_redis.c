@@ -251,11 +251,11 @@ int main(int argc, char **argv)
     gboolean initialized = FALSE;
     int status = 1;
 
-    gboolean only_algorithms = argc == 2 && strcmp(argv[1], "algorithms") == 0;
+    gboolean only_algorithms = argc >= 2 && strcmp(argv[1], "algorithms") == 0;
     gboolean only_async = argc >= 2 && strcmp(argv[1], "async") == 0;
     if (argc > 1 && !only_algorithms && !only_async) {
         fprintf(stderr,
-                "usage: %s [algorithms | async [ALGORITHM...]]   (starts its own redis-server;\n"
+                "usage: %s [algorithms [ALGORITHM...] | async [ALGORITHM...]]   (starts its own redis-server;\n"
                 "  needs redis-benchmark; algorithms: only the rows per algorithm, next to the "
                 "peer;\n  async: only their 256-in-flight rows, with the client's CPU per "
                 "decision)\n",
@@ -301,7 +301,7 @@ int main(int argc, char **argv)
         if (only_async)
             measure_async_algorithms(s, argv + 2, ASYNC_ROUNDS);
         else
-            measure_algorithms(s);
+            measure_algorithms(s, argv + 2);
         status = 0;
         goto out;
     }

@@ -82,8 +82,9 @@ gboolean measure_tool(const test_redis *s, char **command, guint clients, guint 
 
 /* ---- redis_algorithms.c: every algorithm, next to rate-limiter-flexible ---- */
 
-/* Measures and prints the rows per algorithm and the peer's, then their targets. */
-void measure_algorithms(const test_redis *s);
+/* Measures and prints the rows of the algorithms named (all when none) and the peer's, then
+ * their targets. */
+void measure_algorithms(const test_redis *s, char **names);
 /* Only the 256-in-flight sluice_acquire_async rows of the algorithms named (all when none),
  * `rounds` times: decisions/s and the client's and the server's CPU per decision, to weigh a
  * change of the asynchronous client by the CPU it costs, which a loaded machine moves less

@@ -262,6 +262,6 @@ gboolean measure_all(const test_redis *s, char **evalsha, const char *tool, GErr
         return FALSE;
     print_targets(f, &med);
     printf("\n");
-    measure_algorithms(s);
+    measure_algorithms(s, NULL);
     return TRUE;
 }

@@ -104,7 +104,8 @@ end
 -- admission's bucket + window (a window or less after it: the log holds at most
 -- two windows of entries, and outlives its newest entry by one window or more).
 -- The text of the window's exclusive lower bound's seconds, '(' and now's seconds less
--- the window's, for a window of whole seconds: it changes once a second.
+-- the window's, for a window of whole seconds: it changes once a second. A bound
+-- Redis formats from a number costs it a float's formatting (%.17g).
 local since_sec, since_w, since_text = nil, 0, nil
 
 local decide
@@ -115,12 +116,14 @@ decide = function(KEYS, ARGV)
   local now, virtual, sec, us = clock_text(ARGV[4])
   local need = permits > 0 and permits or 1
   if need > limit then need = limit + 1 end
-  local since = now - w + 1 -- the window's least score: scores are whole µs
-  if sec and w % 1000000 == 0 and w / 1000000 < sec + 0 then -- as text: (now - w
+  local since -- the window's exclusive lower bound, as text: (now - w
+  if sec and w % 1000000 == 0 and w / 1000000 < sec + 0 then
     if sec ~= since_sec or w ~= since_w then
       since_sec, since_w, since_text = sec, w, '(' .. string.format('%d', sec - w / 1000000)
     end
     since = since_text .. ZEROS[#us] .. us
+  else
+    since = string.format('(%d', now - w)
   end
   local total = redis.call('ZCOUNT', key, since, '+inf')
   local last, newest = nil, nil -- the newest entry's time, and {member, score}
