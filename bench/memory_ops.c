@@ -45,7 +45,9 @@ static const char keyfile[] = "# written by bench_memory: limits that never say 
  * compiler can neither drop nor hoist one. */
 static volatile gint64 sink;
 
-static char *keys[MEMORY_OPS_KEYS];
+/* Two sets of MEMORY_OPS_KEYS names: memory_op_keyed_guard's, then those of
+ * memory_op_keyed_guard_made, which no other operation decides. */
+static char *keys[2 * MEMORY_OPS_KEYS];
 /* The calling thread's keys: keys[share_first .. share_first + share_len). */
 static __thread guint share_first, share_len = MEMORY_OPS_KEYS;
 
@@ -144,10 +146,11 @@ CALLS_OF(memory_op_plain, bench_plain)
 CALLS_OF(memory_op_norule_fn, bench_norule_fn)
 CALLS_OF(memory_op_norule_guard, bench_norule_guard)
 
-guint64 memory_op_keyed_guard(guint64 first, guint n)
+/* n calls of bench_keyed_guard on the calling thread's share of the keys of set `set`. */
+static guint64 keyed_guard_n(guint set, guint64 first, guint n)
 {
     guint64 admitted = 0;
-    char **mine = keys + share_first;
+    char **mine = keys + set * MEMORY_OPS_KEYS + share_first;
     guint k = (guint)(first % share_len);
     for (guint i = 0; i < n; i++) {
         admitted += (guint64)bench_keyed_guard(mine[k]);
@@ -155,6 +158,16 @@ guint64 memory_op_keyed_guard(guint64 first, guint n)
             k = 0;
     }
     return admitted;
+}
+
+guint64 memory_op_keyed_guard(guint64 first, guint n)
+{
+    return keyed_guard_n(0, first, n);
+}
+
+guint64 memory_op_keyed_guard_made(guint64 first, guint n)
+{
+    return keyed_guard_n(1, first, n);
 }
 
 /* The ideal exact shared limit: what an exact hot gcra needs at least, one clock
@@ -275,14 +288,16 @@ gboolean memory_ops_init(GError **error)
 {
     if (!bench_init(keyfile, error))
         return FALSE;
-    for (guint i = 0; i < MEMORY_OPS_KEYS; i++)
+    for (guint i = 0; i < MEMORY_OPS_KEYS; i++) {
         keys[i] = g_strdup_printf("user-%04u", i);
+        keys[MEMORY_OPS_KEYS + i] = g_strdup_printf("made-%04u", i);
+    }
     return TRUE;
 }
 
 void memory_ops_free(void)
 {
     sluice_shutdown();
-    for (guint i = 0; i < MEMORY_OPS_KEYS; i++)
+    for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
         g_clear_pointer(&keys[i], g_free);
 }

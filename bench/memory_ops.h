@@ -14,6 +14,9 @@ typedef guint64 (*bench_op)(guint64 first, guint n);
 guint64 memory_op_acquire(guint64 first, guint n);      /* sluice_acquire, fixed_window   */
 guint64 memory_op_allowed_fn(guint64 first, guint n);   /* RATE_LIMITED_FUNCTION call     */
 guint64 memory_op_keyed_guard(guint64 first, guint n);  /* RATE_LIMITED_KEY, 1000 keys    */
+/* the same on 1000 other keys, which only it decides: a thread that decides its share
+ * first makes their states */
+guint64 memory_op_keyed_guard_made(guint64 first, guint n);
 guint64 memory_op_ideal(guint64 first, guint n);        /* a clock read and a CAS         */
 guint64 memory_op_keyed_ideal(guint64 first, guint n);  /* a per-key store of one thread  */
 guint64 memory_op_hot(guint64 first, guint n);          /* sluice_acquire, gcra, shared   */
