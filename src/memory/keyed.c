@@ -26,14 +26,17 @@
 
 #define SWEEP_MIN    (1024 / SLUICE__KEYED_STRIPES) /* keys a stripe holds before sweeping */
 #define ARRAY_MIN    16                             /* slots, a power of two               */
-#define NODE_ALIGN   64                             /* a node has its cache lines alone     */
+#define TAG_BITS     6                              /* a slot's bits of the hash            */
+#define NODE_ALIGN   (1 << TAG_BITS)                /* a node has its cache lines alone     */
 #define STRIPE_SHIFT 60                             /* the hash's top 4 bits: the stripe    */
-#define TAG_MASK     ((guintptr)NODE_ALIGN - 1)     /* a slot's bits of the hash */
+#define TAG_MASK     ((guintptr)NODE_ALIGN - 1)     /* where a slot keeps them: an aligned
+                                                     * node's address has them free */
 #define TAG_SHIFT    48                             /* which bits: not the slot's */
 #define REMOVED      ((sluice__keyed_node *)&removed_mark)
 
 G_STATIC_ASSERT(SLUICE__KEYED_STRIPES == 1 << (64 - STRIPE_SHIFT));
-G_STATIC_ASSERT(TAG_SHIFT + 6 <= STRIPE_SHIFT);
+G_STATIC_ASSERT(TAG_SHIFT + TAG_BITS <= STRIPE_SHIFT);
+G_STATIC_ASSERT(NODE_ALIGN >= 64); /* a cache line */
 
 typedef struct {
     sluice__lock lock; /* the states, `changed` and `dead`                       */
