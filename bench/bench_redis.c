@@ -253,9 +253,16 @@ int main(int argc, char **argv)
 
     gboolean only_algorithms = argc >= 2 && strcmp(argv[1], "algorithms") == 0;
     gboolean only_async = argc >= 2 && strcmp(argv[1], "async") == 0;
-    if (argc > 1 && !only_algorithms && !only_async) {
+    const char *unknown = argc > 2 ? unknown_algorithm(argv + 2) : NULL;
+    if (unknown)
         fprintf(stderr,
-                "usage: %s [algorithms [ALGORITHM...] | async [ALGORITHM...]]   (starts its own redis-server;\n"
+                "bench_redis: no rows of an algorithm \"%s\" (fixed_window, "
+                "sliding_window, token_bucket, gcra, sliding_log)\n",
+                unknown);
+    if ((argc > 1 && !only_algorithms && !only_async) || unknown) {
+        fprintf(stderr,
+                "usage: %s [algorithms [ALGORITHM...] | async [ALGORITHM...]]   (starts its own "
+                "redis-server;\n"
                 "  needs redis-benchmark; algorithms: only the rows per algorithm, next to the "
                 "peer;\n  async: only their 256-in-flight rows, with the client's CPU per "
                 "decision)\n",

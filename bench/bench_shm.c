@@ -62,9 +62,9 @@ typedef struct {
 #define IDEAL_CELLS 4096 /* a power of two, over four times KEYS */
 
 typedef struct {
-    char key[40];        /* NUL-terminated; empty: a free cell */
-    gint64 window_start; /* the key's fixed window, 1 s         */
-    gint64 count;        /* atomic                              */
+    char key[40];                           /* NUL-terminated; empty: a free cell */
+    gint64 window_start;                    /* the key's fixed window, 1 s         */
+    gint64 count;                           /* atomic                              */
 } __attribute__((aligned(128))) ideal_cell; /* lines fetched in pairs: a pair of its own */
 
 static ideal_cell *ideal_zone;
@@ -230,8 +230,10 @@ static const struct {
 } cases[CASES] = {
     {"ideal per-key zone (baseline), 1 process", 1},
     {"ideal per-key zone, 2 processes, 500 each", 2},
-    {"per key, memory backend, 1 thread", 1},        {"per key, shm, 1 thread", 1},
-    {"per key, shm, 2 threads, 500 keys each", 2},   {"per key, shm, 1 process", 1},
+    {"per key, memory backend, 1 thread", 1},
+    {"per key, shm, 1 thread", 1},
+    {"per key, shm, 2 threads, 500 keys each", 2},
+    {"per key, shm, 1 process", 1},
     {"per key, shm, 2 processes, 500 keys each", 2},
 };
 

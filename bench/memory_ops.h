@@ -11,9 +11,9 @@
 /* n calls; `first`: where the per-key operation starts in its rotation of keys. */
 typedef guint64 (*bench_op)(guint64 first, guint n);
 
-guint64 memory_op_acquire(guint64 first, guint n);      /* sluice_acquire, fixed_window   */
-guint64 memory_op_allowed_fn(guint64 first, guint n);   /* RATE_LIMITED_FUNCTION call     */
-guint64 memory_op_keyed_guard(guint64 first, guint n);  /* RATE_LIMITED_KEY, 1000 keys    */
+guint64 memory_op_acquire(guint64 first, guint n);     /* sluice_acquire, fixed_window   */
+guint64 memory_op_allowed_fn(guint64 first, guint n);  /* RATE_LIMITED_FUNCTION call     */
+guint64 memory_op_keyed_guard(guint64 first, guint n); /* RATE_LIMITED_KEY, 1000 keys    */
 /* the same on 1000 other keys, which only it decides: a thread that decides its share
  * first makes their states */
 guint64 memory_op_keyed_guard_made(guint64 first, guint n);

@@ -248,6 +248,18 @@ static double median_of(double *values, guint n)
     return n ? bench_median(values, n) : -1;
 }
 
+const char *unknown_algorithm(char **names)
+{
+    for (guint i = 0; names && names[i]; i++) {
+        gboolean known = FALSE;
+        for (guint a = 0; a < ALGORITHMS && !known; a++)
+            known = strcmp(names[i], algorithms[a].algorithm) == 0;
+        if (!known)
+            return names[i];
+    }
+    return NULL;
+}
+
 /* TRUE when names (NULL or empty: every algorithm) selects algorithm a. */
 static gboolean selected(char **names, guint a)
 {

@@ -29,8 +29,7 @@
 #define TAG_BITS     6                              /* a slot's bits of the hash            */
 #define NODE_ALIGN   (1 << TAG_BITS)                /* a node has its cache lines alone     */
 #define STRIPE_SHIFT 60                             /* the hash's top 4 bits: the stripe    */
-#define TAG_MASK     ((guintptr)NODE_ALIGN - 1)     /* where a slot keeps them: an aligned
-                                                     * node's address has them free */
+#define TAG_MASK     ((guintptr)NODE_ALIGN - 1)     /* free in an aligned node's address    */
 #define TAG_SHIFT    48                             /* which bits: not the slot's */
 #define REMOVED      ((sluice__keyed_node *)&removed_mark)
 
