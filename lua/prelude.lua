@@ -74,22 +74,15 @@ end
 -- Redis TIME's seconds as last read, and as µs: they change once a second.
 local time_s, time_us = nil, 0
 
--- The time of a call in µs, and whether it is virtual: `given` when the client passes
--- one (a virtual clock: tests, `sluice replay`), else ('' or nil) Redis TIME.
-local function clock(given)
-  if given and given ~= '' then return tonumber(given), true end
-  local t = redis.call('TIME')
-  if t[1] ~= time_s then time_s, time_us = t[1], t[1] * 1000000 end
-  return time_us + t[2], false
-end
-
 -- The zeros in front of a TIME µs part of n digits, to make it 6.
 local ZEROS = {'00000', '0000', '000', '00', '0', ''}
 
--- clock's, and Redis TIME's two texts, seconds and µs (nil: a virtual clock). A number
--- passed to redis.call is formatted by snprintf("%.17g"), 3500 instructions for a
--- time in µs; the time's digits are sec .. ZEROS[#us] .. us, which costs 700.
-local function clock_text(given)
+-- The time of a call in µs, and whether it is virtual: `given` when the client passes
+-- one (a virtual clock: tests, `sluice replay`), else ('' or nil) Redis TIME; then
+-- TIME's two texts, seconds and µs (nil under a virtual clock). A number passed to
+-- redis.call is formatted by snprintf("%.17g"), 3500 instructions for a time in µs;
+-- the time's digits are sec .. ZEROS[#us] .. us, which costs 700.
+local function clock(given)
   if given and given ~= '' then return tonumber(given), true end
   local t = redis.call('TIME')
   local sec, us = t[1], t[2]

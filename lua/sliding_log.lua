@@ -113,7 +113,7 @@ decide = function(KEYS, ARGV)
   local key = KEYS[1]
   local permits, limit = known[ARGV[1]] or learn(ARGV[1]), known[ARGV[2]] or learn(ARGV[2])
   local w = known[ARGV[3]] or learn(ARGV[3])
-  local now, virtual, sec, us = clock_text(ARGV[4])
+  local now, virtual, sec, us = clock(ARGV[4])
   local need = permits > 0 and permits or 1
   if need > limit then need = limit + 1 end
   local since -- the window's exclusive lower bound, as text: (now - w
@@ -151,8 +151,8 @@ decide = function(KEYS, ARGV)
     -- there are fewer)
     local k, t = total + need - limit, last or 0
     if k <= total then
-      t = tonumber(redis.call('ZRANGEBYSCORE', key, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT',
-                              k - 1, 1)[2])
+      t = tonumber(redis.call('ZRANGEBYSCORE', key, since, '+inf', 'WITHSCORES', 'LIMIT', k - 1,
+                              1)[2])
     end
     local reset = 0
     if total > 0 then reset = (last - now) + w end
