@@ -253,13 +253,8 @@ int main(int argc, char **argv)
 
     gboolean only_algorithms = argc >= 2 && strcmp(argv[1], "algorithms") == 0;
     gboolean only_async = argc >= 2 && strcmp(argv[1], "async") == 0;
-    const char *unknown = argc > 2 ? unknown_algorithm(argv + 2) : NULL;
-    if (unknown)
-        fprintf(stderr,
-                "bench_redis: no rows of an algorithm \"%s\" (fixed_window, "
-                "sliding_window, token_bucket, gcra, sliding_log)\n",
-                unknown);
-    if ((argc > 1 && !only_algorithms && !only_async) || unknown) {
+    if ((argc > 1 && !only_algorithms && !only_async) ||
+        (argc > 2 && !algorithms_known(argv + 2))) {
         fprintf(stderr,
                 "usage: %s [algorithms [ALGORITHM...] | async [ALGORITHM...]]   (starts its own "
                 "redis-server;\n"

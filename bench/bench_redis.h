@@ -82,9 +82,9 @@ gboolean measure_tool(const test_redis *s, char **command, guint clients, guint 
 
 /* ---- redis_algorithms.c: every algorithm, next to rate-limiter-flexible ---- */
 
-/* The first of names (NULL-terminated) that is not an algorithm with rows here; NULL when
- * every one is. */
-const char *unknown_algorithm(char **names);
+/* TRUE when every one of names (NULL-terminated) is an algorithm with rows here; else
+ * FALSE, the first that is not said on stderr with those that are. */
+gboolean algorithms_known(char **names);
 /* Measures and prints the rows of the algorithms named (all when none) and the peer's, then
  * their targets. */
 void measure_algorithms(const test_redis *s, char **names);

@@ -248,16 +248,22 @@ static double median_of(double *values, guint n)
     return n ? bench_median(values, n) : -1;
 }
 
-const char *unknown_algorithm(char **names)
+gboolean algorithms_known(char **names)
 {
     for (guint i = 0; names && names[i]; i++) {
         gboolean known = FALSE;
         for (guint a = 0; a < ALGORITHMS && !known; a++)
             known = strcmp(names[i], algorithms[a].algorithm) == 0;
-        if (!known)
-            return names[i];
+        if (!known) {
+            fprintf(stderr, "bench_redis: no rows of an algorithm \"%s\"; it has rows of",
+                    names[i]);
+            for (guint a = 0; a < ALGORITHMS; a++)
+                fprintf(stderr, " %s", algorithms[a].algorithm);
+            fprintf(stderr, "\n");
+            return FALSE;
+        }
     }
-    return NULL;
+    return TRUE;
 }
 
 /* TRUE when names (NULL or empty: every algorithm) selects algorithm a. */
